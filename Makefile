@@ -1,0 +1,88 @@
+# Conflux: a Kubernetes-native operator and C data plane for HPC workflows.
+# `make help` lists the targets. Everything built or downloaded lands in .cache/ (git-ignored;
+# set CONFLUX_CACHE to move it).
+
+SHELL := /bin/bash
+export CONFLUX_CACHE ?= $(CURDIR)/.cache
+export PATH := $(CONFLUX_CACHE)/bin:$(PATH)
+NAME ?= conflux
+FUZZ_SECONDS ?= 30
+
+.DEFAULT_GOAL := help
+
+##@ Setup
+
+.PHONY: deps
+deps: ## Install every dependency on a fresh Debian 12 machine (apt, Go tools, Kubernetes binaries)
+	hack/install-deps.sh all
+
+.PHONY: node-image
+node-image: ## Build the kind node image and the control-plane images locally (no pulls)
+	hack/kind/build-node-image.sh
+
+.PHONY: cluster
+cluster: node-image ## Bring up a kind cluster: 1 control plane + 3 workers (NAME=site-b for a second site)
+	hack/cluster.sh up $(NAME)
+
+.PHONY: cluster-down
+cluster-down: ## Delete the kind cluster NAME (default conflux)
+	hack/cluster.sh down $(NAME)
+
+.PHONY: soft-roce
+soft-roce: ## Add soft-RoCE (rxe) devices to the kind nodes where the kernel has rdma_rxe
+	hack/soft-roce.sh $(NAME)
+
+##@ Build
+
+.PHONY: build
+build: build-dataplane build-operator ## Build the data plane and the operator
+
+.PHONY: build-dataplane
+build-dataplane: ## Build libconflux (dataplane/build)
+	$(MAKE) -C dataplane -j2
+
+.PHONY: build-operator
+build-operator: ## Build the operator binary (operator/bin)
+	$(MAKE) -C operator build
+
+##@ Test
+
+.PHONY: test
+test: test-fast test-e2e ## Run every suite: C, Go (unit + envtest), fuzz smoke, e2e on kind
+
+.PHONY: test-fast
+test-fast: test-dataplane test-fuzz test-operator ## Every suite but e2e
+
+.PHONY: test-dataplane
+test-dataplane: ## C unit and conformance tests of the data plane
+	$(MAKE) -C dataplane -j2 test
+
+.PHONY: test-asan
+test-asan: ## The C tests again under AddressSanitizer and UBSan
+	$(MAKE) -C dataplane -j2 asan
+
+.PHONY: test-fuzz
+test-fuzz: ## Every libFuzzer target for FUZZ_SECONDS each (a finding fails)
+	$(MAKE) -C dataplane fuzz FUZZ_SECONDS=$(FUZZ_SECONDS)
+
+.PHONY: test-operator
+test-operator: ## Go unit tests and envtest suites (real kube-apiserver + etcd), chart lint
+	$(MAKE) -C operator test lint-chart
+
+.PHONY: test-e2e
+test-e2e: cluster ## e2e tests against the kind cluster (brings it up first)
+	cd e2e && KUBECONFIG=$(CONFLUX_CACHE)/kube/$(NAME).kubeconfig go test -count=1 -v -timeout 30m ./...
+
+##@ Benchmarks
+
+.PHONY: bench
+bench: build-dataplane ## Benchmarks side by side with peers; results in bench/results
+	bench/run.sh
+
+##@ Help
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} \
+	  /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } \
+	  /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)

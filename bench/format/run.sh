@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# ECho Table 2 reproduction: encode and decode cost per event for Conflux (homogeneous and
+# with an unexpected extra field), protobuf-c, msgpack-c, expat XML and memcpy, all in one
+# run. Prints a Markdown table; writes bench/results/format.json and format.md.
+#   bench/format/run.sh [repetitions]      (default 7; the median is reported)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$here/../results"
+make -s -C "$here" -j2 >/dev/null
+"$here/build/format_bench" "${1:-7}" "$here/../results/format.json" | tee "$here/../results/format.md"

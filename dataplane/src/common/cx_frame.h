@@ -1,0 +1,73 @@
+/* The one frame header of Conflux (ARCHITECTURE.md, "Data path principles" 2).
+ *
+ * Every layer shares this header: transports frame with it, the multiplexer reads the
+ * channel id, the reliability filter uses seq and ack, fragmentation uses frag_offset and
+ * msg_length, the format layer reads the format token. No layer adds a header of its own.
+ *
+ * Wire layout, 48 bytes, every field little-endian (the header is Conflux's own; only the
+ * payload travels in the sender's native layout):
+ *
+ *   0  u8  magic        CX_FRAME_MAGIC
+ *   1  u8  version      CX_FRAME_VERSION
+ *   2  u8  type         enum cx_frame_type
+ *   3  u8  flags        enum cx_frame_flag bits
+ *   4  u32 channel      multiplexing tag: channel or pipe id (0 = link control)
+ *   8  u64 seq          message sequence number, or pipe segment id
+ *  16  u64 format       format token of the payload (0 = raw bytes)
+ *  24  u64 ack          cumulative ack piggy-backed when CX_FRAME_F_ACK is set
+ *  32  u32 length       payload bytes that follow this header in this frame
+ *  36  u32 frag_offset  offset of this fragment in the message (CX_FRAME_F_FRAG)
+ *  40  u32 msg_length   whole message length (CX_FRAME_F_FRAG), else equal to length
+ *  44  u32 hdr_check    checksum of bytes 0..43, catches torn or foreign frames
+ */
+#ifndef CX_FRAME_H
+#define CX_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CX_FRAME_MAGIC 0xC7u
+#define CX_FRAME_VERSION 1u
+#define CX_FRAME_HDR_SIZE 48u
+/* Largest payload one message may carry (fragmented below by drivers with a smaller MTU). */
+#define CX_FRAME_MAX_MSG (1u << 30)
+
+enum cx_frame_type {
+    CX_FRAME_DATA = 1,     /* an event or a pipe segment */
+    CX_FRAME_ACK = 2,      /* a bare acknowledgement (ack field) */
+    CX_FRAME_CTRL = 3,     /* link control: hello, capabilities, close */
+    CX_FRAME_FORMAT = 4,   /* format description request or reply (reflection) */
+    CX_FRAME_LOOKUP = 5,   /* space name-table request or reply */
+};
+
+enum cx_frame_flag {
+    CX_FRAME_F_ACK = 1u << 0,   /* ack field is valid */
+    CX_FRAME_F_FRAG = 1u << 1,  /* this frame is one fragment of a larger message */
+    CX_FRAME_F_LAST = 1u << 2,  /* last fragment */
+    CX_FRAME_F_RETX = 1u << 3,  /* retransmission */
+    CX_FRAME_F_REPLY = 1u << 4, /* reply to a request (CTRL, FORMAT, LOOKUP) */
+    CX_FRAME_F_END = 1u << 5,   /* end of stream (pipe closed by its writer) */
+};
+
+struct cx_frame_hdr {
+    uint8_t type;
+    uint8_t flags;
+    uint32_t channel;
+    uint64_t seq;
+    uint64_t format;
+    uint64_t ack;
+    uint32_t length;
+    uint32_t frag_offset;
+    uint32_t msg_length;
+};
+
+/* Writes h into out[CX_FRAME_HDR_SIZE] (sets magic, version and the check). */
+void cx_frame_encode(const struct cx_frame_hdr *h, uint8_t out[CX_FRAME_HDR_SIZE]);
+
+/* Parses in[0..avail) into h. Returns 0, or a negative errno with cx_errmsg() set:
+ * -EAGAIN when avail < CX_FRAME_HDR_SIZE (not an error: read more), -EPROTO for a bad
+ * magic, version, type or check, -EMSGSIZE when a length exceeds CX_FRAME_MAX_MSG or a
+ * fragment lies outside its message. */
+int cx_frame_decode(const uint8_t *in, size_t avail, struct cx_frame_hdr *h);
+
+#endif

@@ -1,0 +1,98 @@
+/* Idle strategies; see cx_idle.h. */
+#include "engine/cx_idle.h"
+
+#include "engine/cx_engine.h"
+
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+void cx_idle_state_init(struct cx_idle_state *st)
+{
+    memset(st, 0, sizeof *st);
+    st->spins = 1000;
+    st->yields = 100;
+    st->min_sleep_ns = 1000;
+    st->max_sleep_ns = 1000000;
+}
+
+static void nap(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    nanosleep(&ts, NULL);
+}
+
+static void spin_idle(struct cx_idle_state *st, int work, struct cx_engine *e)
+{
+    (void)st, (void)work, (void)e;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void yield_idle(struct cx_idle_state *st, int work, struct cx_engine *e)
+{
+    (void)st, (void)e;
+    if (!work)
+        sched_yield();
+}
+
+/* Sleeps ns in epoll on the sources' fds without arming them, so a socket that turns
+ * readable ends the sleep at once (sources that only signal when armed, like shm, are
+ * caught by the next poll). */
+static void nap_or_wait(struct cx_engine *e, uint64_t ns)
+{
+    if (e)
+        cx_engine_wait_ns(e, (int64_t)ns);
+    else
+        nap(ns);
+}
+
+/* Returns 1 when the backoff is exhausted (caller may block). */
+static int backoff_step(struct cx_idle_state *st, int work, struct cx_engine *e)
+{
+    if (work) {
+        st->empty = 0;
+        st->sleep_ns = 0;
+        return 0;
+    }
+    st->empty++;
+    if (st->empty <= st->spins) {
+        spin_idle(st, work, NULL);
+        return 0;
+    }
+    if (st->empty <= st->spins + st->yields) {
+        sched_yield();
+        return 0;
+    }
+    if (st->sleep_ns < st->max_sleep_ns) {
+        st->sleep_ns = st->sleep_ns ? st->sleep_ns * 2 : st->min_sleep_ns;
+        if (st->sleep_ns > st->max_sleep_ns)
+            st->sleep_ns = st->max_sleep_ns;
+        nap_or_wait(e, st->sleep_ns);
+        return 0;
+    }
+    return 1;
+}
+
+static void backoff_idle(struct cx_idle_state *st, int work, struct cx_engine *e)
+{
+    if (backoff_step(st, work, e))
+        nap_or_wait(e, st->max_sleep_ns);
+}
+
+static void block_idle(struct cx_idle_state *st, int work, struct cx_engine *e)
+{
+    if (!backoff_step(st, work, e))
+        return;
+    st->blocks++;
+    if (cx_engine_block(e, -1) > 0) { /* woken by an fd: be hot again */
+        st->empty = 0;
+        st->sleep_ns = 0;
+    }
+}
+
+const struct cx_idle_strategy cx_idle_spin = {"spin", spin_idle};
+const struct cx_idle_strategy cx_idle_yield = {"yield", yield_idle};
+const struct cx_idle_strategy cx_idle_backoff = {"backoff", backoff_idle};
+const struct cx_idle_strategy cx_idle_block = {"block", block_idle};

@@ -1,0 +1,42 @@
+/* Idle strategies of the progress engine (in the spirit of aeron's aeron_agent.h): after
+ * every do_work round the engine calls idle(state, work). A strategy decides what an empty
+ * round costs: spin (nothing, lowest latency, one core burned), yield (sched_yield), backoff
+ * (spin, then yield, then sleep with a doubling period up to max_sleep_ns; the engine's
+ * sleeps are epoll waits on the sources' fds, so a readable socket cuts them short) and block
+ * (backoff, then sleep in epoll on the drivers' fds until one of them wakes: an idle
+ * process uses no CPU). Any round with work resets the state to its hottest phase. */
+#ifndef CX_IDLE_H
+#define CX_IDLE_H
+
+#include <stdint.h>
+
+struct cx_engine;
+
+struct cx_idle_state {
+    uint64_t empty;     /* consecutive empty rounds */
+    uint64_t sleep_ns;  /* current backoff sleep */
+    /* tunables (defaults filled by cx_idle_state_init) */
+    uint64_t spins;     /* empty rounds spent spinning */
+    uint64_t yields;    /* then rounds spent yielding */
+    uint64_t min_sleep_ns, max_sleep_ns;
+    uint64_t blocks;    /* statistics: times the engine blocked */
+};
+
+struct cx_idle_strategy {
+    const char *name;
+    /* Called after each round with the units of work it did. May return at once, yield,
+     * sleep, or call cx_engine_block(e, timeout_ms) (which returns when an fd is ready, the
+     * engine is woken, or a driver refused to arm). Must not call do_work itself. */
+    void (*idle)(struct cx_idle_state *st, int work, struct cx_engine *e);
+};
+
+extern const struct cx_idle_strategy cx_idle_spin;
+extern const struct cx_idle_strategy cx_idle_yield;
+extern const struct cx_idle_strategy cx_idle_backoff;
+extern const struct cx_idle_strategy cx_idle_block;
+
+/* Fills defaults: 1000 spins, 100 yields, sleeps doubling 1 us .. 1 ms (about
+ * 2 ms in all), then block. */
+void cx_idle_state_init(struct cx_idle_state *st);
+
+#endif

@@ -1,0 +1,292 @@
+/* Heterogeneous conversion: hand-made byte images of a big-endian and of a 32-bit sender,
+ * type evolution both ways (ECho 3.4), nested structs and variable arrays of structs. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#include "common/cx_error.h"
+#include "common/cx_test.h"
+#include "format/cx_codec.h"
+#include "format/cx_format_registry.h"
+#include "format/cx_plan.h"
+
+#include <stddef.h>
+
+static _Alignas(8) uint8_t img[1024];
+static _Alignas(8) uint8_t out[4096];
+
+static void be(uint8_t *p, uint64_t v, int n) { for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * (n - 1 - i))); }
+static void le(uint8_t *p, uint64_t v, int n) { for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint64_t dbits(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
+static uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+static const struct cx_format *reg_json(const char *js, const struct cx_arch *a)
+{
+    struct cx_format *f;
+    const struct cx_format *r = NULL;
+    if (cx_format_from_json(js, strlen(js), a, &f) < 0) {
+        fprintf(stderr, "  %s\n", cx_errmsg());
+        return NULL;
+    }
+    cx_format_registry_insert(f, &r);
+    return r;
+}
+
+struct rec { int64_t id; double x; uint32_t n; int64_t *vals; char *label; };
+static const struct cx_field rec_f[] = {
+    {"id", "int64", 8, offsetof(struct rec, id)}, {"x", "double", 8, offsetof(struct rec, x)},
+    {"n", "uint32", 4, offsetof(struct rec, n)}, {"vals", "int64[n]", 8, offsetof(struct rec, vals)},
+    {"label", "string", sizeof(char *), offsetof(struct rec, label)}, {NULL}};
+static const struct cx_struct_decl rec_d[] = {{"rec", rec_f, sizeof(struct rec)}, {NULL}};
+
+CX_TEST(big_endian_sender_narrower_types)
+{
+    struct cx_arch bea = {1, 8, 8, 8};
+    const struct cx_format *w = reg_json(
+        "{\"name\":\"rec\",\"fields\":[{\"name\":\"id\",\"type\":\"int32\"},"
+        "{\"name\":\"x\",\"type\":\"double\"},{\"name\":\"n\",\"type\":\"uint16\"},"
+        "{\"name\":\"vals\",\"type\":\"int32[n]\"},{\"name\":\"label\",\"type\":\"string\"}]}", &bea);
+    CX_CHECK(w != NULL);
+    CX_CHECK_EQ_INT(cx_format_size(w), 40); /* id@0 x@8 n@16 vals@24 label@32 */
+    struct cx_format *lf;
+    const struct cx_format *l;
+    CX_CHECK_EQ_INT(cx_format_create(rec_d, NULL, &lf), 0);
+    CX_CHECK_EQ_INT(cx_format_registry_insert(lf, &l), 0);
+    memset(img, 0, sizeof img);
+    le(img, 40, 4); le(img + 4, 2, 4);           /* side: 2 slots */
+    le(img + 8, 80, 8); le(img + 16, 12, 8);      /* vals: 3 x int32 at 80 */
+    le(img + 24, 96, 8); le(img + 32, 6, 8);      /* label at 96 */
+    uint8_t *fx = img + 40;
+    be(fx, (uint32_t)-5, 4); be(fx + 8, dbits(6.5), 8); be(fx + 16, 3, 2);
+    be(fx + 24, 0xdeadbeef, 8); be(fx + 32, 0xfeedface, 8); /* sender's pointers: junk */
+    be(img + 80, 7, 4); be(img + 84, (uint32_t)-8, 4); be(img + 88, 9, 4);
+    memcpy(img + 96, "hello", 6);
+    void *ev;
+    CX_CHECK_EQ_INT(cx_decode(l, cx_format_token(w), img, 102, out, sizeof out, &ev), 0);
+    struct rec *r = ev;
+    CX_CHECK(ev == out);
+    CX_CHECK_EQ_INT(r->id, -5);
+    CX_CHECK(r->x == 6.5);
+    CX_CHECK_EQ_INT(r->n, 3);
+    CX_CHECK_EQ_INT(r->vals[0], 7);
+    CX_CHECK_EQ_INT(r->vals[1], -8);
+    CX_CHECK_EQ_INT(r->vals[2], 9);
+    CX_CHECK_STR(r->label, "hello");
+    CX_CHECK(r->label == (char *)img + 96); /* strings are never copied */
+}
+
+struct r32 { int32_t id; double x; long n; float *vals; char *label; };
+static const struct cx_field r32_f[] = {
+    {"id", "int32", 4, offsetof(struct r32, id)}, {"x", "double", 8, offsetof(struct r32, x)},
+    {"n", "long", sizeof(long), offsetof(struct r32, n)},
+    {"vals", "float[n]", 4, offsetof(struct r32, vals)},
+    {"label", "string", sizeof(char *), offsetof(struct r32, label)}, {NULL}};
+static const struct cx_struct_decl r32_d[] = {{"r32", r32_f, sizeof(struct r32)}, {NULL}};
+
+CX_TEST(i386_sender_4_byte_pointers_longs_alignment)
+{
+    struct cx_arch i386 = {0, 4, 4, 4};
+    const struct cx_format *w = reg_json(
+        "{\"name\":\"r32\",\"fields\":[{\"name\":\"id\",\"type\":\"int32\"},"
+        "{\"name\":\"x\",\"type\":\"double\"},{\"name\":\"n\",\"type\":\"long\"},"
+        "{\"name\":\"vals\",\"type\":\"float[n]\"},{\"name\":\"label\",\"type\":\"string\"}]}", &i386);
+    CX_CHECK(w != NULL);
+    CX_CHECK_EQ_INT(cx_format_size(w), 24); /* id@0 x@4 n@12 vals@16 label@20 */
+    struct cx_format *lf;
+    const struct cx_format *l;
+    CX_CHECK_EQ_INT(cx_format_create(r32_d, NULL, &lf), 0);
+    CX_CHECK_EQ_INT(cx_format_registry_insert(lf, &l), 0);
+    memset(img, 0, sizeof img);
+    le(img, 40, 4); le(img + 4, 2, 4);
+    le(img + 8, 64, 8); le(img + 16, 8, 8);   /* 2 floats at 64 (40 + 24 = 64) */
+    le(img + 24, 72, 8); le(img + 32, 3, 8);  /* "ab" */
+    uint8_t *fx = img + 40;
+    le(fx, 42, 4); le(fx + 4, dbits(-1.25), 8); le(fx + 12, 2, 4);
+    le(fx + 16, 0x1000, 4); le(fx + 20, 0x2000, 4);
+    le(img + 64, fbits(0.5f), 4); le(img + 68, fbits(2.0f), 4);
+    memcpy(img + 72, "ab", 3);
+    void *ev;
+    size_t need;
+    CX_CHECK_EQ_INT(cx_decode_need(l, cx_format_token(w), img, 75, &need), 0);
+    CX_CHECK_EQ_INT(need, sizeof(struct r32)); /* float arrays stay in the buffer */
+    CX_CHECK_EQ_INT(cx_decode(l, cx_format_token(w), img, 75, out, sizeof out, &ev), 0);
+    struct r32 *r = ev;
+    CX_CHECK_EQ_INT(r->id, 42);
+    CX_CHECK(r->x == -1.25);
+    CX_CHECK_EQ_INT(r->n, 2);
+    CX_CHECK(r->vals[0] == 0.5f && r->vals[1] == 2.0f);
+    CX_CHECK(r->vals == (float *)(img + 64));
+    CX_CHECK_STR(r->label, "ab");
+}
+
+/* ECho's worst case: v2 adds a field in front of all v1 fields. */
+struct v1 { int32_t a; double b; char *s; };
+struct v2 { int64_t extra; int32_t a; double b; char *s; };
+struct v3 { int32_t a; double b; char *s; int32_t tail; };
+static const struct cx_field v1_f[] = {
+    {"a", "int32", 4, offsetof(struct v1, a)}, {"b", "double", 8, offsetof(struct v1, b)},
+    {"s", "string", sizeof(char *), offsetof(struct v1, s)}, {NULL}};
+static const struct cx_field v2_f[] = {
+    {"extra", "int64", 8, offsetof(struct v2, extra), "42"},
+    {"a", "int32", 4, offsetof(struct v2, a)}, {"b", "double", 8, offsetof(struct v2, b)},
+    {"s", "string", sizeof(char *), offsetof(struct v2, s)}, {NULL}};
+static const struct cx_field v3_f[] = {
+    {"a", "int32", 4, offsetof(struct v3, a)}, {"b", "double", 8, offsetof(struct v3, b)},
+    {"s", "string", sizeof(char *), offsetof(struct v3, s)},
+    {"tail", "int32", 4, offsetof(struct v3, tail)}, {NULL}};
+static const struct cx_struct_decl v1_d[] = {{"ev", v1_f, sizeof(struct v1)}, {NULL}};
+static const struct cx_struct_decl v2_d[] = {{"ev", v2_f, sizeof(struct v2)}, {NULL}};
+static const struct cx_struct_decl v3_d[] = {{"ev", v3_f, sizeof(struct v3)}, {NULL}};
+
+static const struct cx_format *reg(const struct cx_struct_decl *d)
+{
+    struct cx_format *f;
+    const struct cx_format *r = NULL;
+    if (cx_format_create(d, NULL, &f) == 0)
+        cx_format_registry_insert(f, &r);
+    return r;
+}
+
+CX_TEST(v2_sender_extra_field_in_front_v1_receiver)
+{
+    const struct cx_format *f1 = reg(v1_d), *f2 = reg(v2_d);
+    CX_CHECK(f1 && f2);
+    struct v2 e = {99, -7, 3.25, "evolved"};
+    struct cx_enc enc;
+    CX_CHECK_EQ_INT(cx_encode(f2, &e, &enc), 0);
+    long n = cx_enc_gather(&enc, img, sizeof img);
+    CX_CHECK(n > 0);
+    void *ev;
+    CX_CHECK_EQ_INT(cx_decode(f1, enc.token, img, (size_t)n, out, sizeof out, &ev), 0);
+    struct v1 *r = ev;
+    CX_CHECK(ev == out); /* relocated, not in place */
+    CX_CHECK_EQ_INT(r->a, -7);
+    CX_CHECK(r->b == 3.25);
+    CX_CHECK_STR(r->s, "evolved");
+    const struct cx__plan *p;
+    CX_CHECK_EQ_INT(cx__plan_get(f2, f1, &p), 0);
+    CX_CHECK(!p->identity);
+    CX_CHECK_EQ_INT(p->nops, 1); /* a, b and s shift by 8: one merged memcpy */
+    CX_CHECK_EQ_INT(p->ops[0].code, CX__OP_COPY);
+}
+
+CX_TEST(v1_sender_v2_receiver_gets_default)
+{
+    const struct cx_format *f1 = reg(v1_d), *f2 = reg(v2_d);
+    CX_CHECK(f1 && f2);
+    struct v1 e = {5, 0.5, NULL};
+    struct cx_enc enc;
+    CX_CHECK_EQ_INT(cx_encode(f1, &e, &enc), 0);
+    long n = cx_enc_gather(&enc, img, sizeof img);
+    void *ev;
+    memset(out, 0xAB, sizeof out);
+    CX_CHECK_EQ_INT(cx_decode(f2, enc.token, img, (size_t)n, out, sizeof out, &ev), 0);
+    struct v2 *r = ev;
+    CX_CHECK_EQ_INT(r->extra, 42);
+    CX_CHECK_EQ_INT(r->a, 5);
+    CX_CHECK(r->b == 0.5);
+    CX_CHECK(r->s == NULL);
+}
+
+CX_TEST(extra_field_at_end_still_in_place)
+{
+    const struct cx_format *f1 = reg(v1_d), *f3 = reg(v3_d);
+    CX_CHECK(f1 && f3);
+    struct v3 e = {1, 2.0, "t", 77};
+    struct cx_enc enc;
+    CX_CHECK_EQ_INT(cx_encode(f3, &e, &enc), 0);
+    long n = cx_enc_gather(&enc, img, sizeof img);
+    void *ev;
+    CX_CHECK_EQ_INT(cx_decode(f1, enc.token, img, (size_t)n, NULL, 0, &ev), 0);
+    CX_CHECK((uint8_t *)ev > img && (uint8_t *)ev < img + n);
+    struct v1 *r = ev;
+    CX_CHECK_EQ_INT(r->a, 1);
+    CX_CHECK_STR(r->s, "t");
+}
+
+/* Nested structs and a variable array of structs, receiver with reordered, wider fields. */
+struct pt { float x; int16_t id; };
+struct cloud { char tag[4]; struct pt origin; uint16_t np; struct pt *pts; };
+struct lpt { int32_t id; double x; int32_t unused; };
+struct lcloud { uint64_t np; struct lpt *pts; struct lpt origin; char tag[6]; };
+static const struct cx_field pt_f[] = {{"x", "float", 4, offsetof(struct pt, x)},
+                                       {"id", "int16", 2, offsetof(struct pt, id)}, {NULL}};
+static const struct cx_field cloud_f[] = {
+    {"tag", "char[4]", 1, offsetof(struct cloud, tag)},
+    {"origin", "pt", sizeof(struct pt), offsetof(struct cloud, origin)},
+    {"np", "uint16", 2, offsetof(struct cloud, np)},
+    {"pts", "pt[np]", sizeof(struct pt), offsetof(struct cloud, pts)}, {NULL}};
+static const struct cx_field lpt_f[] = {
+    {"id", "int32", 4, offsetof(struct lpt, id)}, {"x", "double", 8, offsetof(struct lpt, x)},
+    {"unused", "int32", 4, offsetof(struct lpt, unused), "-1"}, {NULL}};
+static const struct cx_field lcloud_f[] = {
+    {"np", "uint64", 8, offsetof(struct lcloud, np)},
+    {"pts", "pt[np]", sizeof(struct lpt), offsetof(struct lcloud, pts)},
+    {"origin", "pt", sizeof(struct lpt), offsetof(struct lcloud, origin)},
+    {"tag", "char[6]", 1, offsetof(struct lcloud, tag)}, {NULL}};
+static const struct cx_struct_decl cloud_d[] = {
+    {"cloud", cloud_f, sizeof(struct cloud)}, {"pt", pt_f, sizeof(struct pt)}, {NULL}};
+static const struct cx_struct_decl lcloud_d[] = {
+    {"cloud", lcloud_f, sizeof(struct lcloud)}, {"pt", lpt_f, sizeof(struct lpt)}, {NULL}};
+
+CX_TEST(nested_and_var_array_of_structs_converted)
+{
+    const struct cx_format *w = reg(cloud_d), *l = reg(lcloud_d);
+    CX_CHECK(w && l);
+    struct pt pts[3] = {{1.5f, 10}, {2.5f, -20}, {3.5f, 30}};
+    struct cloud c = {"abc", {0.25f, 7}, 3, pts};
+    struct cx_enc enc;
+    CX_CHECK_EQ_INT(cx_encode(w, &c, &enc), 0);
+    long n = cx_enc_gather(&enc, img, sizeof img);
+    void *ev;
+    CX_CHECK_EQ_INT(cx_decode(l, enc.token, img, (size_t)n, out, sizeof out, &ev), 0);
+    struct lcloud *r = ev;
+    CX_CHECK_EQ_INT(r->np, 3);
+    CX_CHECK_STR(r->tag, "abc");
+    CX_CHECK_EQ_INT(r->tag[4], 0); /* the longer local array is zero-filled */
+    CX_CHECK_EQ_INT(r->origin.id, 7);
+    CX_CHECK(r->origin.x == 0.25);
+    CX_CHECK_EQ_INT(r->origin.unused, -1);
+    CX_CHECK((uint8_t *)r->pts >= out && (uint8_t *)r->pts < out + sizeof out);
+    CX_CHECK_EQ_INT(r->pts[1].id, -20);
+    CX_CHECK(r->pts[2].x == 3.5);
+    CX_CHECK_EQ_INT(r->pts[2].unused, -1);
+}
+
+CX_TEST(incompatible_kinds_refused)
+{
+    const char *a = "{\"name\":\"k\",\"fields\":[{\"name\":\"v\",\"type\":\"string\"}]}";
+    const char *b = "{\"name\":\"k\",\"fields\":[{\"name\":\"v\",\"type\":\"int32\"}]}";
+    const struct cx_format *fa = reg_json(a, NULL), *fb = reg_json(b, NULL);
+    CX_CHECK(fa && fb);
+    char *s = "x";
+    struct cx_enc enc;
+    CX_CHECK_EQ_INT(cx_encode(fa, &s, &enc), 0);
+    long n = cx_enc_gather(&enc, img, sizeof img);
+    void *ev;
+    CX_CHECK_EQ_INT(cx_decode(fb, enc.token, img, (size_t)n, out, sizeof out, &ev), -EPROTO);
+    CX_CHECK(strstr(cx_errmsg(), "field 'v'") != NULL);
+}
+
+CX_TEST(numeric_conversions)
+{
+    const char *a = "{\"name\":\"n\",\"fields\":[{\"name\":\"f\",\"type\":\"double\"},"
+                    "{\"name\":\"i\",\"type\":\"int8\"},{\"name\":\"u\",\"type\":\"uint64\"},"
+                    "{\"name\":\"b\",\"type\":\"int32\"}]}";
+    const char *b = "{\"name\":\"n\",\"fields\":[{\"name\":\"f\",\"type\":\"int32\"},"
+                    "{\"name\":\"i\",\"type\":\"double\"},{\"name\":\"u\",\"type\":\"uint8\"},"
+                    "{\"name\":\"b\",\"type\":\"bool\"}]}";
+    struct na { double f; int8_t i; uint64_t u; int32_t b; } x = {-3.75, -100, 0x1ff, 5};
+    struct nb { int32_t f; double i; uint8_t u; _Bool b; };
+    const struct cx_format *fa = reg_json(a, NULL), *fb = reg_json(b, NULL);
+    CX_CHECK(fa && fb);
+    struct cx_enc enc;
+    CX_CHECK_EQ_INT(cx_encode(fa, &x, &enc), 0);
+    long n = cx_enc_gather(&enc, img, sizeof img);
+    void *ev;
+    CX_CHECK_EQ_INT(cx_decode(fb, enc.token, img, (size_t)n, out, sizeof out, &ev), 0);
+    struct nb *r = ev;
+    CX_CHECK_EQ_INT(r->f, -3);
+    CX_CHECK(r->i == -100.0);
+    CX_CHECK_EQ_INT(r->u, 0xff);
+    CX_CHECK_EQ_INT(r->b, 1);
+}
+
+CX_TEST_MAIN()

@@ -1,0 +1,43 @@
+/* The stack builder (seed netibis.txt 4: stacks are built at connection time from what both
+ * ends have). Two steps:
+ *
+ * 1. cx_stack_plan: from both ends' advertisements (node, fabric, listen addresses) pick the
+ *    common links, best first: shm when both ends share a node, ucx/dpdk when they share a
+ *    fabric, tcp otherwise (always as the last resort). Only schemes built into this
+ *    library count. Pure function; the connecting side dials the planned addresses.
+ * 2. cx_stack_assemble: given the connected links (same order on both ends), wraps each in
+ *    what its capabilities ask for (reliability under datagram drivers, fragmentation over
+ *    a small max_msg) and, with more than one link, a multi-protocol filter under one
+ *    reliability filter whose retransmit_all runs on failover. With one reliable link the
+ *    stack collapses to that link (no filter, no cost).
+ *
+ * Optionally a mux (cx_mux.h) goes on top for many channels. */
+#ifndef CX_STACK_H
+#define CX_STACK_H
+
+#include "stack/cx_multi.h"
+#include "transport/cx_driver.h"
+
+struct cx_stack_adv {
+    const char *node;   /* node identity (Kubernetes node name), "" = unknown */
+    const char *fabric; /* fast-fabric name (Fabric CR), "" = none */
+    const char *addrs[CX_MULTI_MAX]; /* listen addresses, any order */
+    int naddr;
+};
+
+/* Writes into out[] the remote addresses to dial, best first; returns their count (>= 1),
+ * or -EHOSTUNREACH when no scheme is common (cx_errmsg says which were offered). */
+int cx_stack_plan(const struct cx_stack_adv *local, const struct cx_stack_adv *remote,
+                  const char *out[CX_MULTI_MAX]);
+
+/* The preference rank of a scheme (lower is better), or -1 if unknown. */
+int cx_stack_scheme_rank(const char *addr);
+
+/* Builds the stack over links[0..n) (owned by the result). On both ends of a connection
+ * the links must be given in the same order. */
+int cx_stack_assemble(struct cx_link **links, int n, struct cx_link **out);
+
+/* For a stack with failover: its multi filter (NULL otherwise), to observe or force it. */
+struct cx_link *cx_stack_multi(struct cx_link *stack);
+
+#endif

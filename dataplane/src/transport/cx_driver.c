@@ -1,0 +1,75 @@
+/* Driver lookup by address scheme and helpers common to every link (see cx_driver.h). */
+#include "transport/cx_driver.h"
+
+#include "common/cx_error.h"
+
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Optional drivers are weak: the ucx driver is only present when its module is built. */
+extern const struct cx_driver_ops cx_ucx_ops __attribute__((weak));
+
+const struct cx_driver_ops *cx_driver_for(const char *addr)
+{
+    const struct cx_driver_ops *all[] = {&cx_tcp_ops, &cx_shm_ops, &cx_ucx_ops};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (!all[i] || !all[i]->scheme)
+            continue;
+        size_t n = strlen(all[i]->scheme);
+        if (addr && strncmp(addr, all[i]->scheme, n) == 0 && strncmp(addr + n, "://", 3) == 0)
+            return all[i];
+    }
+    cx_err_set(EPROTONOSUPPORT, "no driver for address '%s'", addr ? addr : "(null)");
+    return NULL;
+}
+
+int cx_listen(const char *addr, const struct cx_driver_ops **ops, struct cx_listener **out)
+{
+    const struct cx_driver_ops *o = cx_driver_for(addr);
+    if (!o)
+        return -EPROTONOSUPPORT;
+    if (ops)
+        *ops = o;
+    return o->listen(addr, out);
+}
+
+int cx_connect(const char *addr, struct cx_link **out)
+{
+    const struct cx_driver_ops *o = cx_driver_for(addr);
+    if (!o)
+        return -EPROTONOSUPPORT;
+    return o->connect(addr, out);
+}
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+static void drop(void *arg, const struct cx_frame_hdr *h, const void *p, size_t n)
+{
+    (void)arg, (void)h, (void)p, (void)n;
+}
+
+int cx_link_flush(struct cx_link *k, cx_recv_fn fn, void *arg, int timeout_ms)
+{
+    long long deadline = now_ms() + timeout_ms;
+    int idle = 0;
+    while (cx_link_pending(k) > 0) {
+        int rc = cx_link_progress(k, fn ? fn : drop, arg, 64);
+        if (rc < 0)
+            return rc;
+        if (rc == 0 && ++idle > 100) {
+            if (timeout_ms >= 0 && now_ms() > deadline)
+                return cx_err_set(ETIMEDOUT, "flush: %zu bytes still queued after %d ms",
+                                  cx_link_pending(k), timeout_ms);
+            usleep(50);
+        } else if (rc > 0) {
+            idle = 0;
+        }
+    }
+    return 0;
+}

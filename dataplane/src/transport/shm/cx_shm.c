@@ -1,0 +1,508 @@
+/* The shm network driver: two processes on one node exchange messages through two SPSC
+ * rings (one per direction) in a memfd region. The listener's side creates the region and
+ * one eventfd per side and passes all three over the Unix socket with SCM_RIGHTS; the
+ * socket then stays open only to notice the peer's death.
+ *
+ * A message that fits a ring record (half the ring) is one MSG record: the encoded
+ * 48-byte cx_frame header and the payload, delivered to the receiver in place (no copy on
+ * receive). A larger message is streamed as CHUNK records, each carrying the message's
+ * header and the next piece; the receiver assembles them. The sender copies into the ring
+ * (the one copy); what does not fit yet is queued and flushed by progress.
+ *
+ * Wake-up: the receiver polls; before the engine blocks it sets reader_idle in its ring
+ * (arm) and the sender, after a commit, writes the receiver's eventfd only if that flag is
+ * set, so busy links pay no system call. The same holds for a sender waiting for room.
+ * Exports exactly one ops table: cx_shm_ops. */
+#define _GNU_SOURCE
+#include "transport/cx_addr.h"
+#include "transport/cx_driver.h"
+#include "transport/cx_txq.h"
+#include "transport/shm/cx_spsc_ring.h"
+
+#include "common/cx_error.h"
+
+#include <endian.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define REC_MSG 2u
+#define REC_CHUNK 3u
+#define SHM_MAGIC 0x43585348u /* "CXSH" */
+#define DEFAULT_RING (8u << 20)
+
+struct shm_link {
+    struct cx_link base;
+    int sock, my_efd, peer_efd, epfd;
+    int failed;
+    void *map;
+    size_t maplen;
+    struct cx_spsc_ring tx, rx;
+    struct cx_txq txq;     /* queued encoded frames (header + payload) */
+    size_t tx_off;         /* payload bytes of the queue's first frame already in the ring */
+    uint8_t *asm_buf;      /* CHUNK assembly */
+    size_t asm_got;
+    struct cx_frame_hdr asm_hdr;
+    unsigned empty_polls;
+    int wake_peer;         /* a reader-idle flag was taken: write peer_efd */
+    cx_recv_fn fn;         /* current progress callback */
+    void *fn_arg;
+};
+
+struct cx_listener {
+    int fd;
+    char path[108];
+    char addr[128];
+};
+
+extern const struct cx_driver_ops cx_shm_ops;
+
+static uint64_t ring_size(void)
+{
+    const char *e = getenv("CX_SHM_RING_BYTES");
+    uint64_t n = e ? strtoull(e, NULL, 0) : DEFAULT_RING;
+    uint64_t p = 4096;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+static int parse_path(const char *addr, struct sockaddr_un *sa)
+{
+    const char *p = cx_addr_strip(addr, "shm");
+    if (!p || !*p || strlen(p) >= sizeof sa->sun_path)
+        return cx_err_set(EINVAL, "shm: address '%s' is not shm:///path (< 108 chars)",
+                          addr ? addr : "");
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    strcpy(sa->sun_path, p);
+    return 0;
+}
+
+static int shm_listen(const char *addr, struct cx_listener **out)
+{
+    struct sockaddr_un sa;
+    int rc = parse_path(addr, &sa);
+    if (rc < 0)
+        return rc;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return cx_err_set(errno, "shm: socket: %s", strerror(errno));
+    unlink(sa.sun_path);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0) {
+        int e = errno;
+        close(fd);
+        return cx_err_set(e, "shm: listen on %s: %s", sa.sun_path, strerror(e));
+    }
+    struct cx_listener *l = calloc(1, sizeof *l);
+    if (!l) {
+        close(fd);
+        return cx_err_set(ENOMEM, "shm: out of memory");
+    }
+    l->fd = fd;
+    strcpy(l->path, sa.sun_path);
+    snprintf(l->addr, sizeof l->addr, "shm://%s", sa.sun_path);
+    *out = l;
+    return 0;
+}
+
+static const char *shm_listener_addr(struct cx_listener *l) { return l->addr; }
+static int shm_listener_fd(struct cx_listener *l) { return l->fd; }
+
+static void shm_listener_close(struct cx_listener *l)
+{
+    if (!l)
+        return;
+    close(l->fd);
+    unlink(l->path);
+    free(l);
+}
+
+struct hello {
+    uint32_t magic;
+    uint32_t pad;
+    uint64_t ring;
+};
+
+/* Maps the region and builds the link. side 0 = listener (tx ring 0), 1 = connector. */
+static int shm_make(int sock, int memfd, int my_efd, int peer_efd, uint64_t ring, int side,
+                    int init, struct cx_link **out)
+{
+    struct shm_link *s = calloc(1, sizeof *s);
+    int rc;
+    if (!s) {
+        rc = cx_err_set(ENOMEM, "shm: out of memory");
+        goto error;
+    }
+    s->maplen = 2 * CX_RING_CTL_SIZE + 2 * ring;
+    s->map = mmap(NULL, s->maplen, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    if (s->map == MAP_FAILED) {
+        rc = cx_err_set(errno, "shm: mmap of %zu bytes: %s", s->maplen, strerror(errno));
+        s->map = NULL;
+        goto error;
+    }
+    uint8_t *base = s->map;
+    struct cx_ring_ctl *c0 = (void *)base, *c1 = (void *)(base + CX_RING_CTL_SIZE);
+    uint8_t *d0 = base + 2 * CX_RING_CTL_SIZE, *d1 = d0 + ring;
+    if (init) {
+        cx_spsc_ring_init(c0, ring);
+        cx_spsc_ring_init(c1, ring);
+    }
+    if ((rc = cx_spsc_ring_attach(&s->tx, side ? c1 : c0, side ? d1 : d0, ring)) < 0 ||
+        (rc = cx_spsc_ring_attach(&s->rx, side ? c0 : c1, side ? d0 : d1, ring)) < 0)
+        goto error;
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN};
+    epoll_ctl(s->epfd, EPOLL_CTL_ADD, my_efd, &ev);
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    epoll_ctl(s->epfd, EPOLL_CTL_ADD, sock, &ev);
+    close(memfd);
+    s->base.ops = &cx_shm_ops;
+    s->sock = sock;
+    s->my_efd = my_efd;
+    s->peer_efd = peer_efd;
+    *out = &s->base;
+    return 0;
+error:
+    if (s && s->map)
+        munmap(s->map, s->maplen);
+    free(s);
+    close(sock), close(memfd), close(my_efd), close(peer_efd);
+    return rc;
+}
+
+static int shm_accept(struct cx_listener *l, int timeout_ms, struct cx_link **out)
+{
+    struct pollfd p = {.fd = l->fd, .events = POLLIN};
+    int sock;
+    for (;;) {
+        sock = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
+        if (sock >= 0)
+            break;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return cx_err_set(errno, "shm: accept: %s", strerror(errno));
+        int r = poll(&p, 1, timeout_ms);
+        if (r == 0)
+            return cx_err_set(ETIMEDOUT, "shm: no peer on %s within %d ms", l->path, timeout_ms);
+    }
+    uint64_t ring = ring_size();
+    size_t len = 2 * CX_RING_CTL_SIZE + 2 * ring;
+    int memfd = memfd_create("conflux-shm", MFD_CLOEXEC);
+    int efd_l = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), efd_c = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (memfd < 0 || efd_l < 0 || efd_c < 0 || ftruncate(memfd, (off_t)len) < 0) {
+        int e = errno;
+        close(sock), close(memfd), close(efd_l), close(efd_c);
+        return cx_err_set(e, "shm: region of %zu bytes: %s", len, strerror(e));
+    }
+    /* build our side first (initialises the rings), then hand the fds over */
+    int memfd2 = dup(memfd);
+    struct cx_link *k;
+    int rc = shm_make(sock, memfd2, efd_l, efd_c, ring, 0, 1, &k);
+    if (rc < 0) {
+        close(memfd); /* shm_make closed the rest */
+        return rc;
+    }
+    struct hello h = {.magic = SHM_MAGIC, .ring = ring};
+    struct iovec iov = {&h, sizeof h};
+    union { char buf[CMSG_SPACE(3 * sizeof(int))]; struct cmsghdr a; } u;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = sizeof u.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(3 * sizeof(int));
+    int fds[3] = {memfd, efd_c, efd_l}; /* region, your eventfd, mine */
+    memcpy(CMSG_DATA(c), fds, sizeof fds);
+    ssize_t w = sendmsg(sock, &m, MSG_NOSIGNAL);
+    close(memfd); /* the eventfds belong to the link now (my_efd, peer_efd) */
+    if (w != (ssize_t)sizeof h) {
+        int e = w < 0 ? errno : EPROTO;
+        cx_link_close(k);
+        return cx_err_set(e, "shm: passing the region to the peer failed");
+    }
+    fcntl(sock, F_SETFL, O_NONBLOCK);
+    *out = k;
+    return 0;
+}
+
+static int shm_connect(const char *addr, struct cx_link **out)
+{
+    struct sockaddr_un sa;
+    int rc = parse_path(addr, &sa);
+    if (rc < 0)
+        return rc;
+    int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (sock < 0)
+        return cx_err_set(errno, "shm: socket: %s", strerror(errno));
+    if (connect(sock, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        int e = errno == ENOENT ? ECONNREFUSED : errno;
+        close(sock);
+        return cx_err_set(e, "shm: connect to %s: %s", sa.sun_path, strerror(e));
+    }
+    struct hello h;
+    struct iovec iov = {&h, sizeof h};
+    union { char buf[CMSG_SPACE(3 * sizeof(int))]; struct cmsghdr a; } u;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = sizeof u.buf};
+    struct pollfd p = {.fd = sock, .events = POLLIN};
+    if (poll(&p, 1, 10000) != 1) {
+        close(sock);
+        return cx_err_set(ETIMEDOUT, "shm: %s accepted no handshake within 10 s", sa.sun_path);
+    }
+    ssize_t r = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    if (r != (ssize_t)sizeof h || h.magic != SHM_MAGIC || !c || c->cmsg_type != SCM_RIGHTS ||
+        c->cmsg_len != CMSG_LEN(3 * sizeof(int))) {
+        close(sock);
+        return cx_err_set(r == 0 ? ECONNREFUSED : EPROTO, "shm: bad handshake from %s",
+                          sa.sun_path);
+    }
+    int fds[3];
+    memcpy(fds, CMSG_DATA(c), sizeof fds);
+    fcntl(sock, F_SETFL, O_NONBLOCK);
+    return shm_make(sock, fds[0], fds[1], fds[2], h.ring, 1, 0, out);
+}
+
+static void wake(int efd)
+{
+    uint64_t one = 1;
+    ssize_t w = write(efd, &one, sizeof one);
+    (void)w;
+}
+
+/* Puts as much of one message into the ring as fits. hdr is the encoded header, the
+ * payload is iov from byte *off. Returns 1 when the message is fully in, 0 if the ring is
+ * full (progress saved in *off). */
+static int emit(struct shm_link *s, const uint8_t *hdr, const struct iovec *iov, int iovcnt,
+                size_t len, size_t *off)
+{
+    size_t maxb = cx_spsc_ring_max_body(&s->tx) - CX_FRAME_HDR_SIZE;
+    if (*off == 0 && len <= maxb) {
+        uint8_t *p = cx_spsc_ring_try_claim(&s->tx, REC_MSG, CX_FRAME_HDR_SIZE + len);
+        if (!p)
+            return 0;
+        memcpy(p, hdr, CX_FRAME_HDR_SIZE);
+        cx_iov_copy(p + CX_FRAME_HDR_SIZE, iov, iovcnt, 0, len);
+        cx_spsc_ring_commit(&s->tx);
+        s->wake_peer |= cx_spsc_ring_take_reader_idle(&s->tx);
+        return 1;
+    }
+    while (*off < len) {
+        size_t n = len - *off < maxb ? len - *off : maxb;
+        uint8_t *p = cx_spsc_ring_try_claim(&s->tx, REC_CHUNK, CX_FRAME_HDR_SIZE + n);
+        if (!p)
+            return 0;
+        memcpy(p, hdr, CX_FRAME_HDR_SIZE);
+        cx_iov_copy(p + CX_FRAME_HDR_SIZE, iov, iovcnt, *off, n);
+        cx_spsc_ring_commit(&s->tx);
+        *off += n;
+        s->wake_peer |= cx_spsc_ring_take_reader_idle(&s->tx);
+    }
+    return 1;
+}
+
+static void flush_wake(struct shm_link *s)
+{
+    if (s->wake_peer) {
+        s->wake_peer = 0;
+        wake(s->peer_efd);
+    }
+}
+
+/* Moves queued frames into the ring. Returns 1 if anything moved. */
+static int shm_flush(struct shm_link *s)
+{
+    int moved = 0;
+    while (cx_txq_len(&s->txq)) {
+        uint8_t *f = cx_txq_data(&s->txq);
+        uint32_t plen;
+        memcpy(&plen, f + 32, 4); /* length field of our own encoded header (LE) */
+        plen = le32toh(plen);
+        struct iovec v = {f + CX_FRAME_HDR_SIZE, plen};
+        size_t before = s->tx_off;
+        int done = emit(s, f, &v, 1, plen, &s->tx_off);
+        if (s->tx_off != before || done)
+            moved = 1;
+        if (!done)
+            break;
+        cx_txq_pop(&s->txq, CX_FRAME_HDR_SIZE + plen);
+        s->tx_off = 0;
+    }
+    flush_wake(s);
+    return moved;
+}
+
+static int peer_gone(struct shm_link *s)
+{
+    char b;
+    ssize_t r = recv(s->sock, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        if (!s->failed)
+            s->failed = -ECONNRESET;
+        return 1;
+    }
+    return 0;
+}
+
+static int shm_send(struct cx_link *k, const struct cx_frame_hdr *h, const struct iovec *iov,
+                    int iovcnt)
+{
+    struct shm_link *s = (struct shm_link *)k;
+    if (s->failed)
+        return cx_err_set(-s->failed, "shm: send on a broken link (peer gone)");
+    size_t len = cx_iov_len(iov, iovcnt);
+    if (len > CX_FRAME_MAX_MSG)
+        return cx_err_set(EMSGSIZE, "shm: message of %zu bytes exceeds %u", len, CX_FRAME_MAX_MSG);
+    struct cx_frame_hdr hh = *h;
+    hh.length = (uint32_t)len;
+    if (!(hh.flags & CX_FRAME_F_FRAG))
+        hh.msg_length = (uint32_t)len, hh.frag_offset = 0;
+    uint8_t hdr[CX_FRAME_HDR_SIZE];
+    cx_frame_encode(&hh, hdr);
+    size_t off = 0;
+    if (cx_txq_len(&s->txq) == 0) {
+        int done = emit(s, hdr, iov, iovcnt, len, &off);
+        flush_wake(s);
+        if (done)
+            return 0;
+        s->tx_off = off;
+    }
+    struct iovec v[65];
+    if (iovcnt > 64)
+        return cx_err_set(EINVAL, "shm: at most 64 iovec entries");
+    v[0] = (struct iovec){hdr, sizeof hdr};
+    if (iovcnt)
+        memcpy(v + 1, iov, sizeof *iov * (size_t)iovcnt);
+    return cx_txq_push(&s->txq, v, iovcnt + 1, 0);
+}
+
+static size_t shm_pending(struct cx_link *k)
+{
+    struct shm_link *s = (struct shm_link *)k;
+    size_t n = cx_txq_len(&s->txq);
+    return n > s->tx_off ? n - s->tx_off : 0;
+}
+
+static void on_record(void *clientd, uint32_t type, uint8_t *body, uint32_t len)
+{
+    struct shm_link *s = clientd;
+    struct cx_frame_hdr h;
+    if (len < CX_FRAME_HDR_SIZE || cx_frame_decode(body, len, &h) < 0) {
+        s->failed = -EPROTO;
+        return;
+    }
+    uint32_t n = len - CX_FRAME_HDR_SIZE;
+    if (type == REC_MSG) {
+        s->fn(s->fn_arg, &h, body + CX_FRAME_HDR_SIZE, n);
+        return;
+    }
+    if (!s->asm_buf) {
+        s->asm_buf = malloc(h.length ? h.length : 1);
+        s->asm_got = 0;
+        s->asm_hdr = h;
+        if (!s->asm_buf) {
+            s->failed = -ENOMEM;
+            return;
+        }
+    }
+    if (s->asm_got + n > s->asm_hdr.length) {
+        s->failed = -EPROTO;
+        return;
+    }
+    memcpy(s->asm_buf + s->asm_got, body + CX_FRAME_HDR_SIZE, n);
+    s->asm_got += n;
+    if (s->asm_got == s->asm_hdr.length) {
+        uint8_t *b = s->asm_buf;
+        s->asm_buf = NULL;
+        s->fn(s->fn_arg, &s->asm_hdr, b, s->asm_hdr.length);
+        free(b);
+    }
+}
+
+static int shm_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
+{
+    struct shm_link *s = (struct shm_link *)k;
+    int work = 0;
+    if (cx_txq_len(&s->txq) && !s->failed)
+        work += shm_flush(s);
+    s->fn = fn;
+    s->fn_arg = arg;
+    int n = cx_spsc_ring_read(&s->rx, on_record, s, budget);
+    if (n > 0 && cx_spsc_ring_take_writer_idle(&s->rx))
+        wake(s->peer_efd);
+    work += n;
+    if (s->failed == -EPROTO || s->failed == -ENOMEM)
+        return cx_err_set(-s->failed, "shm: corrupt record from peer");
+    if (work == 0) {
+        if (s->failed || ((++s->empty_polls & 255) == 0 && peer_gone(s))) {
+            if (!cx_spsc_ring_empty(&s->rx))
+                return 0;
+            return cx_err_set(ECONNRESET, "shm: peer closed the link");
+        }
+    } else if (cx_txq_len(&s->txq) && !s->failed) {
+        shm_flush(s);
+    }
+    return work;
+}
+
+static int shm_fd(struct cx_link *k) { return ((struct shm_link *)k)->epfd; }
+
+static int shm_arm(struct cx_link *k)
+{
+    struct shm_link *s = (struct shm_link *)k;
+    uint64_t v;
+    while (read(s->my_efd, &v, sizeof v) > 0) {
+    }
+    if (s->failed || peer_gone(s))
+        return -EAGAIN; /* let progress report it */
+    if (cx_spsc_ring_reader_arm(&s->rx) < 0)
+        return -EAGAIN;
+    if (cx_txq_len(&s->txq)) {
+        size_t maxb = cx_spsc_ring_max_body(&s->tx);
+        if (cx_spsc_ring_writer_arm(&s->tx, maxb) < 0)
+            return -EAGAIN;
+    }
+    return 0;
+}
+
+static void shm_caps(struct cx_link *k, struct cx_driver_caps *c)
+{
+    (void)k;
+    *c = (struct cx_driver_caps){.flags = CX_CAP_RELIABLE | CX_CAP_ORDERED | CX_CAP_SAME_NODE,
+                                 .max_msg = CX_FRAME_MAX_MSG, .poll_cost = 1, .rank = 10};
+}
+
+static void shm_close(struct cx_link *k)
+{
+    struct shm_link *s = (struct shm_link *)k;
+    munmap(s->map, s->maplen);
+    close(s->sock), close(s->my_efd), close(s->peer_efd), close(s->epfd);
+    cx_txq_free(&s->txq);
+    free(s->asm_buf);
+    free(s);
+}
+
+const struct cx_driver_ops cx_shm_ops = {
+    .name = "shm",
+    .scheme = "shm",
+    .listen = shm_listen,
+    .listener_addr = shm_listener_addr,
+    .listener_fd = shm_listener_fd,
+    .accept = shm_accept,
+    .listener_close = shm_listener_close,
+    .connect = shm_connect,
+    .send = shm_send,
+    .pending = shm_pending,
+    .progress = shm_progress,
+    .fd = shm_fd,
+    .arm = shm_arm,
+    .caps = shm_caps,
+    .close = shm_close,
+};

@@ -1,0 +1,83 @@
+/* A single-producer single-consumer ring of variable-size records in shared memory (in the
+ * spirit of aeron's concurrent/aeron_spsc_rb.h). The producer claims space, writes the
+ * record in place and commits it (or aborts); the consumer reads records in place with a
+ * handler and frees their space afterwards. Positions are 64-bit counters that only grow;
+ * a record never wraps (a padding record fills the end of the buffer instead).
+ *
+ * Memory layout (shared by both processes): one struct cx_ring_ctl (a page) and the data
+ * area of `capacity` bytes (a power of two, at least 4 KiB). Records are
+ * { u32 length, u32 type, body[length] } aligned to 8 bytes.
+ *
+ * The ring also carries two idle flags for the wake-up protocol of the shm driver: the
+ * consumer sets reader_idle before blocking and the producer wakes it after a commit if
+ * set; the producer sets writer_idle when the ring is full and the consumer wakes it after
+ * freeing space. Both use sequentially consistent fences (a Dekker handshake), so a wake-up
+ * cannot be lost.
+ */
+#ifndef CX_SPSC_RING_H
+#define CX_SPSC_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CX_RING_CTL_SIZE 4096u
+#define CX_RING_REC_HDR 8u
+#define CX_RING_PAD 1u /* record type reserved for padding */
+
+struct cx_ring_ctl {
+    _Alignas(64) uint64_t tail; /* producer position (bytes ever committed) */
+    _Alignas(64) uint64_t head; /* consumer position (bytes ever freed) */
+    _Alignas(64) uint32_t reader_idle;
+    _Alignas(64) uint32_t writer_idle;
+    _Alignas(64) uint64_t capacity;
+};
+
+/* One end's view of a ring (each process keeps its own). */
+struct cx_spsc_ring {
+    struct cx_ring_ctl *ctl;
+    uint8_t *data;
+    uint64_t cap, mask;
+    uint64_t head_cache;  /* producer: last head seen */
+    uint64_t claim_pos;   /* producer: position of the claimed record */
+    uint64_t claim_adv;   /* producer: bytes the commit will publish (0 = no claim) */
+};
+
+/* Initialises a fresh ring control block (by the creator, before sharing it). */
+void cx_spsc_ring_init(struct cx_ring_ctl *ctl, uint64_t capacity);
+
+/* Attaches a view to a control block and its data area. -EINVAL if capacity is not a power
+ * of two or disagrees with expect_cap. */
+int cx_spsc_ring_attach(struct cx_spsc_ring *r, struct cx_ring_ctl *ctl, uint8_t *data,
+                        uint64_t expect_cap);
+
+/* The largest body try_claim accepts (half the capacity). */
+static inline size_t cx_spsc_ring_max_body(const struct cx_spsc_ring *r) { return r->cap / 2 - CX_RING_REC_HDR; }
+
+/* Producer: reserves a record of `len` body bytes of the given type (>= 2) and returns a
+ * pointer to the body, or NULL when the ring has no room now. Only one claim may be open. */
+void *cx_spsc_ring_try_claim(struct cx_spsc_ring *r, uint32_t type, size_t len);
+/* Producer: publishes the claimed record (release store of tail). */
+void cx_spsc_ring_commit(struct cx_spsc_ring *r);
+/* Producer: drops the claimed record; nothing becomes visible. */
+void cx_spsc_ring_abort(struct cx_spsc_ring *r);
+/* Producer: after a commit, whether the consumer asked to be woken (clears the flag). */
+int cx_spsc_ring_take_reader_idle(struct cx_spsc_ring *r);
+
+/* Consumer: calls handler(clientd, type, body, len) for up to `limit` records, in order, in
+ * place, freeing each record's space after its handler returns. Returns records read. */
+typedef void (*cx_ring_handler)(void *clientd, uint32_t type, uint8_t *body, uint32_t len);
+int cx_spsc_ring_read(struct cx_spsc_ring *r, cx_ring_handler handler, void *clientd, int limit);
+/* Consumer: after freeing space, whether the producer asked to be woken (clears the flag). */
+int cx_spsc_ring_take_writer_idle(struct cx_spsc_ring *r);
+
+/* Consumer: announces it will block. Returns 0 if the ring is still empty (the producer
+ * will wake it), -EAGAIN if a record arrived meanwhile (flag withdrawn). */
+int cx_spsc_ring_reader_arm(struct cx_spsc_ring *r);
+/* Producer: announces it waits for `len` body bytes of room. 0 if still full (the consumer
+ * will wake it), -EAGAIN if room appeared meanwhile. */
+int cx_spsc_ring_writer_arm(struct cx_spsc_ring *r, size_t len);
+
+/* Whether the consumer has nothing to read. */
+int cx_spsc_ring_empty(const struct cx_spsc_ring *r);
+
+#endif

@@ -1,0 +1,3 @@
+module conflux.dev/e2e
+
+go 1.24

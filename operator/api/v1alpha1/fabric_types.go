@@ -1,0 +1,124 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Fabric condition types.
+const (
+	// FabricNodesAvailableCondition reports whether some nodes match the fabric's nodeSelector.
+	FabricNodesAvailableCondition = "NodesAvailable"
+)
+
+// Fabric reasons.
+const (
+	// ReasonNoMatchingNodes: no node matches spec.nodeSelector.
+	ReasonNoMatchingNodes = "NoMatchingNodes"
+)
+
+// FabricKind is the fast-link technology of a fabric.
+// +kubebuilder:validation:Enum=rdma;dpdk
+type FabricKind string
+
+const (
+	FabricRDMA FabricKind = "rdma"
+	FabricDPDK FabricKind = "dpdk"
+)
+
+// FabricSpec is the desired state of a Fabric: a set of nodes joined by a fast network.
+// +kubebuilder:validation:XValidation:rule="self.kind != 'dpdk' || (has(self.transport) && has(self.transport.hugepages))",message="a dpdk fabric needs transport.hugepages"
+// +kubebuilder:validation:XValidation:rule="!has(self.transport) || !has(self.transport.dpdkArgs) || self.kind == 'dpdk'",message="transport.dpdkArgs is only allowed with kind dpdk"
+// +kubebuilder:validation:XValidation:rule="!has(self.transport) || !has(self.transport.ucxTLS) || self.kind == 'rdma'",message="transport.ucxTLS is only allowed with kind rdma"
+type FabricSpec struct {
+	// NodeSelector selects the nodes of the fabric domain.
+	// +kubebuilder:validation:MinProperties=1
+	NodeSelector map[string]string `json:"nodeSelector"`
+	// Kind: rdma or dpdk.
+	Kind FabricKind `json:"kind"`
+	// ResourceName is the device-plugin extended resource each pod requests, e.g.
+	// "rdma/hca_shared_devices_a" or "intel.com/sriov_netdevice".
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ResourceName string `json:"resourceName,omitempty"`
+	// NetworkAttachment is the Multus NetworkAttachmentDefinition ("name" or "namespace/name")
+	// added to the pods' k8s.v1.cni.cncf.io/networks annotation.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	NetworkAttachment string `json:"networkAttachment,omitempty"`
+	// Transport settings passed to the sidecar.
+	// +optional
+	Transport *FabricTransport `json:"transport,omitempty"`
+}
+
+// FabricTransport tunes the data plane on a fabric.
+type FabricTransport struct {
+	// UCXTLS is UCX_TLS for rdma fabrics, e.g. "rc,sm,self".
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	UCXTLS string `json:"ucxTLS,omitempty"`
+	// DPDKArgs are extra EAL arguments for dpdk fabrics.
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	DPDKArgs []string `json:"dpdkArgs,omitempty"`
+	// Hugepages requested by the sidecar.
+	// +optional
+	Hugepages *Hugepages `json:"hugepages,omitempty"`
+	// MTU of the fabric interface.
+	// +kubebuilder:validation:Minimum=576
+	// +kubebuilder:validation:Maximum=9216
+	// +optional
+	MTU int32 `json:"mtu,omitempty"`
+}
+
+// Hugepages requested per pod.
+type Hugepages struct {
+	// PageSize: 2Mi or 1Gi.
+	// +kubebuilder:validation:Enum="2Mi";"1Gi"
+	PageSize string `json:"pageSize"`
+	// Size requested, e.g. "1Gi".
+	Size resource.Quantity `json:"size"`
+}
+
+// FabricStatus is the observed state of a Fabric.
+type FabricStatus struct {
+	// Nodes matching the node selector.
+	// +optional
+	Nodes int32 `json:"nodes"`
+	// ObservedGeneration is the generation last reconciled successfully.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready, NodesAvailable.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Fabric is a fast-link domain set up by the cluster admin.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,categories=conflux
+// +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.kind`
+// +kubebuilder:printcolumn:name="Resource",type=string,JSONPath=`.spec.resourceName`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Fabric struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   FabricSpec   `json:"spec"`
+	Status FabricStatus `json:"status,omitempty"`
+}
+
+// FabricList is a list of Fabrics.
+// +kubebuilder:object:root=true
+type FabricList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Fabric `json:"items"`
+}
+
+func init() { SchemeBuilder.Register(&Fabric{}, &FabricList{}) }

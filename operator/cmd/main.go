@@ -1,0 +1,166 @@
+// Command manager runs the Conflux operator: the Space, Channel, Workflow and Fabric
+// reconcilers and the admission webhooks. "manager probe URL" is a tiny HTTP check used by
+// the chart test.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	conflux "conflux.dev/operator/api/v1alpha1"
+	"conflux.dev/operator/internal/controller"
+	"conflux.dev/operator/internal/spaceclient"
+	cxwebhook "conflux.dev/operator/internal/webhook"
+)
+
+var scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(conflux.AddToScheme(scheme))
+}
+
+func main() {
+	if len(os.Args) == 3 && os.Args[1] == "probe" {
+		os.Exit(probe(os.Args[2]))
+	}
+	var (
+		metricsAddr, probeAddr, image, certDir, secretName, serviceName string
+		mutating, validating, leaderElectionID                          string
+		webhookPort                                                     int
+		leaderElect, enableWebhooks                                     bool
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
+	flag.StringVar(&leaderElectionID, "leader-election-id", "conflux-operator.conflux.dev", "Name of the leader-election Lease.")
+	flag.StringVar(&image, "confluxd-image", "conflux/confluxd:latest", "Image of confluxd for space servers and sidecars.")
+	flag.BoolVar(&enableWebhooks, "enable-webhooks", true, "Serve the admission webhooks.")
+	flag.IntVar(&webhookPort, "webhook-port", 9443, "Port of the webhook server.")
+	flag.StringVar(&certDir, "webhook-cert-dir", "/tmp/conflux-webhook-certs", "Where the serving certificate is written.")
+	flag.StringVar(&secretName, "webhook-secret-name", "conflux-webhook-certs", "Secret (in the operator namespace) holding the webhook CA and serving certificate.")
+	flag.StringVar(&serviceName, "webhook-service-name", "conflux-webhook", "Service in front of the webhook server.")
+	flag.StringVar(&mutating, "mutating-webhook-configurations", "conflux-mutating", "Comma-separated MutatingWebhookConfigurations to patch with the CA.")
+	flag.StringVar(&validating, "validating-webhook-configurations", "conflux-validating", "Comma-separated ValidatingWebhookConfigurations to patch with the CA.")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("setup")
+
+	if err := run(log.V(0).Info, runConfig{metricsAddr, probeAddr, image, certDir, secretName, serviceName,
+		mutating, validating, leaderElectionID, webhookPort, leaderElect, enableWebhooks}); err != nil {
+		log.Error(err, "operator failed")
+		os.Exit(1)
+	}
+}
+
+type runConfig struct {
+	metricsAddr, probeAddr, image, certDir, secretName, serviceName string
+	mutating, validating, leaderElectionID                          string
+	webhookPort                                                     int
+	leaderElect, enableWebhooks                                     bool
+}
+
+func run(info func(string, ...any), c runConfig) error {
+	ctx := ctrl.SetupSignalHandler()
+	cfg := ctrl.GetConfigOrDie()
+	namespace := os.Getenv("POD_NAMESPACE")
+	if namespace == "" {
+		namespace = "conflux-system"
+	}
+	disableHTTP2 := func(t *tls.Config) { t.NextProtos = []string{"http/1.1"} }
+
+	if c.enableWebhooks {
+		direct, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return err
+		}
+		if err := cxwebhook.EnsureCerts(ctx, direct, cxwebhook.CertOptions{
+			Namespace: namespace, SecretName: c.secretName, ServiceName: c.serviceName, CertDir: c.certDir,
+			MutatingConfigs: split(c.mutating), ValidatingConfigs: split(c.validating),
+		}); err != nil {
+			return fmt.Errorf("webhook certificates: %w", err)
+		}
+	}
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         controller.CacheOptions(),
+		Metrics:                       metricsserver.Options{BindAddress: c.metricsAddr, TLSOpts: []func(*tls.Config){disableHTTP2}},
+		HealthProbeBindAddress:        c.probeAddr,
+		LeaderElection:                c.leaderElect,
+		LeaderElectionID:              c.leaderElectionID,
+		LeaderElectionNamespace:       namespace,
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer: webhook.NewServer(webhook.Options{Port: c.webhookPort, CertDir: c.certDir,
+			TLSOpts: []func(*tls.Config){disableHTTP2}}),
+	})
+	if err != nil {
+		return err
+	}
+	if err := Setup(ctx, mgr, c.image, spaceclient.Noop{}, c.enableWebhooks); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	ready := healthz.Ping
+	if c.enableWebhooks {
+		ready = mgr.GetWebhookServer().StartedChecker()
+	}
+	if err := mgr.AddReadyzCheck("readyz", ready); err != nil {
+		return err
+	}
+	info("starting manager", "namespace", namespace, "webhooks", c.enableWebhooks)
+	return mgr.Start(ctx)
+}
+
+// Setup registers the indexes, reconcilers and (optionally) webhooks on mgr. Tests call it too.
+func Setup(ctx context.Context, mgr ctrl.Manager, image string, spaces spaceclient.SpaceClient, webhooks bool) error {
+	return controller.SetupAll(ctx, mgr, image, spaces, webhooks)
+}
+
+func split(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// probe GETs url (skipping TLS verification: it checks liveness, not identity) and returns
+// the exit code: 0 for a 2xx answer.
+func probe(url string) int {
+	cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // liveness only
+	resp, err := cl.Get(url)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer resp.Body.Close()
+	fmt.Println(url, resp.Status)
+	if resp.StatusCode/100 != 2 {
+		return 1
+	}
+	return 0
+}

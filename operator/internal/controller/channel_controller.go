@@ -1,0 +1,184 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	conflux "conflux.dev/operator/api/v1alpha1"
+	"conflux.dev/operator/internal/spaceclient"
+)
+
+// ChannelReconciler registers each Channel in its Space's server, reports its statistics,
+// and unlinks it from the space when it is deleted.
+type ChannelReconciler struct {
+	client.Client
+	Recorder record.EventRecorder
+	Spaces   spaceclient.SpaceClient
+}
+
+// channelScope is what the phases of one Channel reconcile share.
+type channelScope struct {
+	channel *conflux.Channel
+	space   *conflux.Space // nil when absent or not needed
+	// spaceReason is empty when the space resolved, else a Reason constant.
+	spaceReason, spaceMessage string
+	registered                bool
+	registerErr               error
+	stats                     *spaceclient.ChannelStats
+	err                       error
+}
+
+// +kubebuilder:rbac:groups=conflux.dev,resources=channels,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=conflux.dev,resources=channels/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=conflux.dev,resources=channels/finalizers,verbs=update
+// +kubebuilder:rbac:groups=conflux.dev,resources=spaces,verbs=get;list;watch
+
+// Reconcile brings one Channel to its desired state.
+func (r *ChannelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	ch := &conflux.Channel{}
+	if err := r.Get(ctx, req.NamespacedName, ch); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	base := ch.DeepCopy()
+	s := &channelScope{channel: ch}
+	defer func() {
+		s.err = retErr
+		updateChannelStatus(s)
+		if err := patchStatus(ctx, r.Client, ch, base); err != nil {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+
+	if !ch.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, s)
+	}
+	if controllerutil.AddFinalizer(ch, conflux.FinalizerName) {
+		if err := r.Patch(ctx, ch, client.MergeFrom(base)); err != nil {
+			return ctrl.Result{}, err
+		}
+		base = ch.DeepCopy()
+	}
+	for _, p := range []phase[*channelScope]{r.resolveSpace, r.register, r.readStats} {
+		done, err := p(ctx, s)
+		if err != nil {
+			r.Recorder.Eventf(ch, corev1.EventTypeWarning, conflux.ReasonReconcileError, "%v", err)
+			return ctrl.Result{}, err
+		}
+		if done {
+			break
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// resolveSpace finds the Space the channel lives in. A missing or deleting Space stops the
+// reconcile without an error: the Space watch brings the channel back when it appears.
+func (r *ChannelReconciler) resolveSpace(ctx context.Context, s *channelScope) (bool, error) {
+	ch := s.channel
+	if ch.Spec.Space == "" {
+		s.spaceReason = conflux.ReasonNoSpace
+		return true, nil
+	}
+	sp := &conflux.Space{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: ch.Namespace, Name: ch.Spec.Space}, sp)
+	switch {
+	case apierrors.IsNotFound(err):
+		s.spaceReason = conflux.ReasonSpaceNotFound
+		s.spaceMessage = fmt.Sprintf("Space %q not found in namespace %q", ch.Spec.Space, ch.Namespace)
+		r.Recorder.Event(ch, corev1.EventTypeWarning, conflux.ReasonSpaceNotFound, s.spaceMessage)
+		return true, nil
+	case err != nil:
+		return true, fmt.Errorf("getting space %q: %w", ch.Spec.Space, err)
+	case !sp.DeletionTimestamp.IsZero():
+		s.spaceReason = conflux.ReasonSpaceDeleting
+		s.spaceMessage = fmt.Sprintf("Space %q is being deleted", ch.Spec.Space)
+		return true, nil
+	}
+	s.space = sp
+	return false, nil
+}
+
+func (r *ChannelReconciler) ref(s *channelScope) spaceclient.ChannelRef {
+	endpoint := ""
+	if s.space != nil {
+		endpoint = s.space.Status.Endpoint
+	}
+	return spaceclient.ChannelRef{Endpoint: endpoint, Namespace: s.channel.Namespace, Space: s.channel.Spec.Space,
+		Channel: s.channel.Name, Kind: string(s.channel.Spec.Kind)}
+}
+
+// register creates the channel in its space server.
+func (r *ChannelReconciler) register(ctx context.Context, s *channelScope) (bool, error) {
+	if err := r.Spaces.RegisterChannel(ctx, r.ref(s)); err != nil {
+		s.registerErr = err
+		return true, fmt.Errorf("registering in space %q: %w", s.channel.Spec.Space, err)
+	}
+	s.registered = true
+	return false, nil
+}
+
+// readStats copies the space server's counters into the status.
+func (r *ChannelReconciler) readStats(ctx context.Context, s *channelScope) (bool, error) {
+	st, err := r.Spaces.Stats(ctx, r.ref(s))
+	if err != nil {
+		return true, fmt.Errorf("reading stats from space %q: %w", s.channel.Spec.Space, err)
+	}
+	s.stats = &st
+	return false, nil
+}
+
+// reconcileDelete unlinks the channel from its space (when the space is still there) and
+// removes the finalizer.
+func (r *ChannelReconciler) reconcileDelete(ctx context.Context, s *channelScope) error {
+	ch := s.channel
+	if ch.Spec.Space != "" {
+		sp := &conflux.Space{}
+		err := r.Get(ctx, client.ObjectKey{Namespace: ch.Namespace, Name: ch.Spec.Space}, sp)
+		switch {
+		case err == nil:
+			s.space = sp
+			if err := r.Spaces.UnlinkChannel(ctx, r.ref(s)); err != nil {
+				r.Recorder.Eventf(ch, corev1.EventTypeWarning, "UnlinkFailed", "unlinking from space %q: %v", ch.Spec.Space, err)
+				return fmt.Errorf("unlinking from space %q: %w", ch.Spec.Space, err)
+			}
+		case !apierrors.IsNotFound(err):
+			return err
+		}
+	}
+	base := ch.DeepCopy()
+	if controllerutil.RemoveFinalizer(ch, conflux.FinalizerName) {
+		if err := r.Patch(ctx, ch, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetupWithManager registers the reconciler; a Space change requeues its Channels.
+func (r *ChannelReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&conflux.Channel{}).
+		Watches(&conflux.Space{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			var list conflux.ChannelList
+			if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{channelSpaceIndex: o.GetName()}); err != nil {
+				return nil
+			}
+			reqs := make([]reconcile.Request, 0, len(list.Items))
+			for _, c := range list.Items {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
+			}
+			return reqs
+		})).
+		Named("channel").
+		Complete(r)
+}

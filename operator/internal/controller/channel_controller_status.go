@@ -1,0 +1,67 @@
+package controller
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	conflux "conflux.dev/operator/api/v1alpha1"
+)
+
+// updateChannelStatus computes the whole status of a Channel from its scope.
+func updateChannelStatus(s *channelScope) {
+	ch := s.channel
+	if st := s.stats; st != nil {
+		ch.Status.Writers, ch.Status.Readers = st.Writers, st.Readers
+		ch.Status.Segments, ch.Status.Bytes = st.Segments, st.Bytes
+		ch.Status.Links = nil
+		for _, l := range st.Links {
+			ch.Status.Links = append(ch.Status.Links, conflux.LinkUsage{Transport: l.Transport, Count: l.Count})
+		}
+	}
+	deleting := !ch.DeletionTimestamp.IsZero()
+	if !deleting {
+		setChannelSpaceResolvedCondition(s)
+		setChannelRegisteredCondition(s)
+	}
+	setReadySummary(&ch.Status.Conditions, ch.Generation, deleting, "unlinking from space", s.err,
+		conflux.ChannelSpaceResolvedCondition, conflux.ChannelRegisteredCondition)
+	// A missing space is not a reconcile error, but the channel is not usable: Ready says why.
+	if r := s.spaceReason; r == conflux.ReasonSpaceNotFound || r == conflux.ReasonSpaceDeleting {
+		setCondition(&ch.Status.Conditions, ch.Generation, conflux.ReadyCondition, metav1.ConditionFalse, r, s.spaceMessage)
+	}
+	if s.err == nil && !deleting {
+		ch.Status.ObservedGeneration = ch.Generation
+	}
+}
+
+func setChannelSpaceResolvedCondition(s *channelScope) {
+	ch := s.channel
+	switch s.spaceReason {
+	case "":
+		if s.space == nil { // the lookup failed with an API error
+			if s.err != nil {
+				setCondition(&ch.Status.Conditions, ch.Generation, conflux.ChannelSpaceResolvedCondition, metav1.ConditionUnknown, conflux.ReasonReconcileError, s.err.Error())
+			}
+			return
+		}
+		setCondition(&ch.Status.Conditions, ch.Generation, conflux.ChannelSpaceResolvedCondition, metav1.ConditionTrue, conflux.ReasonReconciled, "")
+	case conflux.ReasonNoSpace:
+		setCondition(&ch.Status.Conditions, ch.Generation, conflux.ChannelSpaceResolvedCondition, metav1.ConditionTrue, conflux.ReasonNoSpace,
+			"events channel without a space: writers reach readers directly")
+	default:
+		setCondition(&ch.Status.Conditions, ch.Generation, conflux.ChannelSpaceResolvedCondition, metav1.ConditionFalse, s.spaceReason, s.spaceMessage)
+	}
+}
+
+func setChannelRegisteredCondition(s *channelScope) {
+	ch := s.channel
+	switch {
+	case s.spaceReason == conflux.ReasonNoSpace:
+		setCondition(&ch.Status.Conditions, ch.Generation, conflux.ChannelRegisteredCondition, metav1.ConditionTrue, conflux.ReasonNoSpace, "nothing to register")
+	case s.registered:
+		setCondition(&ch.Status.Conditions, ch.Generation, conflux.ChannelRegisteredCondition, metav1.ConditionTrue, conflux.ReasonReconciled, "")
+	case s.registerErr != nil:
+		setCondition(&ch.Status.Conditions, ch.Generation, conflux.ChannelRegisteredCondition, metav1.ConditionFalse, conflux.ReasonRegistrationFailed, s.registerErr.Error())
+	case s.spaceReason != "":
+		setCondition(&ch.Status.Conditions, ch.Generation, conflux.ChannelRegisteredCondition, metav1.ConditionFalse, s.spaceReason, "waiting for the space")
+	}
+}

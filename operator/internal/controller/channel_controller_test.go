@@ -1,0 +1,93 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	conflux "conflux.dev/operator/api/v1alpha1"
+	"conflux.dev/operator/internal/spaceclient"
+)
+
+func TestChannelWithMissingSpace(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	ch := &conflux.Channel{ObjectMeta: metav1.ObjectMeta{Name: "frames", Namespace: ns},
+		Spec: conflux.ChannelSpec{Kind: conflux.ChannelKindPipe, Space: "later"}}
+	g.Expect(k8sClient.Create(ctx, ch)).To(Succeed())
+	conds := func() []metav1.Condition { return ch.Status.Conditions }
+
+	g.Eventually(func(g Gomega) {
+		c := condition(g, ch, conds, conflux.ChannelSpaceResolvedCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(conflux.ReasonSpaceNotFound))
+		g.Expect(c.Message).To(Equal(`Space "later" not found in namespace "` + ns + `"`))
+		ready := condition(g, ch, conds, conflux.ReadyCondition)
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Reason).To(Equal(conflux.ReasonSpaceNotFound))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(fakeSpaces.IsRegistered(ns + "/later/frames")).To(BeFalse())
+
+	// The Space appears: the channel is registered and reports the space server's stats.
+	fakeSpaces.SetStats(ns+"/later/frames", spaceclient.ChannelStats{Writers: 1, Readers: 2, Segments: 7, Bytes: 4096,
+		Links: []spaceclient.Link{{Transport: "shm", Count: 1}, {Transport: "tcp", Count: 1}}})
+	g.Expect(k8sClient.Create(ctx, newSpace(ns, "later"))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		ready := condition(g, ch, conds, conflux.ReadyCondition)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(ch.Status.Readers).To(Equal(int32(2)))
+		g.Expect(ch.Status.Segments).To(Equal(int64(7)))
+		g.Expect(ch.Status.Links).To(ContainElement(conflux.LinkUsage{Transport: "shm", Count: 1}))
+		g.Expect(ch.Status.ObservedGeneration).To(Equal(ch.Generation))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(fakeSpaces.IsRegistered(ns + "/later/frames")).To(BeTrue())
+}
+
+func TestEventsChannelWithoutSpaceIsReady(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	ch := &conflux.Channel{ObjectMeta: metav1.ObjectMeta{Name: "ticks", Namespace: ns},
+		Spec: conflux.ChannelSpec{Kind: conflux.ChannelKindEvents}}
+	g.Expect(k8sClient.Create(ctx, ch)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		c := condition(g, ch, func() []metav1.Condition { return ch.Status.Conditions }, conflux.ChannelSpaceResolvedCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(conflux.ReasonNoSpace))
+		ready := condition(g, ch, func() []metav1.Condition { return ch.Status.Conditions }, conflux.ReadyCondition)
+		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
+	}, timeout, interval).Should(Succeed())
+	// Defaults from the CRD schema.
+	g.Expect(ch.Spec.Delivery).To(Equal(conflux.Delivery("reliable")))
+	g.Expect(ch.Spec.Transport).To(Equal(conflux.TransportPreference("auto")))
+}
+
+func TestChannelFinalizerUnlinksFromSpace(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	g.Expect(k8sClient.Create(ctx, newSpace(ns, "s"))).To(Succeed())
+	ch := &conflux.Channel{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns},
+		Spec: conflux.ChannelSpec{Kind: conflux.ChannelKindPipe, Space: "s"}}
+	g.Expect(k8sClient.Create(ctx, ch)).To(Succeed())
+	key := ns + "/s/p"
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), ch)).To(Succeed())
+		g.Expect(ch.Finalizers).To(ContainElement(conflux.FinalizerName))
+		g.Expect(fakeSpaces.IsRegistered(key)).To(BeTrue())
+	}, timeout, interval).Should(Succeed())
+
+	g.Expect(k8sClient.Delete(ctx, ch)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), ch))
+	}, timeout, interval).Should(BeTrue())
+	g.Expect(fakeSpaces.UnlinkCount(key)).To(Equal(1))
+	g.Expect(fakeSpaces.IsRegistered(key)).To(BeFalse())
+}

@@ -1,0 +1,122 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	conflux "conflux.dev/operator/api/v1alpha1"
+)
+
+// SpaceReconciler runs each Space as a StatefulSet of one confluxd --role=space pod with a
+// volume claim template, behind a headless Service.
+type SpaceReconciler struct {
+	client.Client
+	Recorder record.EventRecorder
+	// Image of confluxd.
+	Image string
+}
+
+// spaceScope is what the phases of one Space reconcile share.
+type spaceScope struct {
+	space       *conflux.Space
+	statefulSet *appsv1.StatefulSet // as observed after the phase ran
+	service     *corev1.Service
+	channels    []string // names of the Channels using the space
+	err         error    // the aggregated phase error
+}
+
+// +kubebuilder:rbac:groups=conflux.dev,resources=spaces,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=conflux.dev,resources=spaces/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=conflux.dev,resources=spaces/finalizers,verbs=update
+// +kubebuilder:rbac:groups=conflux.dev,resources=channels,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile brings one Space to its desired state.
+func (r *SpaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	space := &conflux.Space{}
+	if err := r.Get(ctx, req.NamespacedName, space); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	base := space.DeepCopy()
+	s := &spaceScope{space: space}
+	defer func() {
+		s.err = retErr
+		updateSpaceStatus(s)
+		if err := patchStatus(ctx, r.Client, space, base); err != nil {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+
+	if !space.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	if controllerutil.AddFinalizer(space, conflux.FinalizerName) {
+		if err := r.Patch(ctx, space, client.MergeFrom(base)); err != nil {
+			return ctrl.Result{}, err
+		}
+		base = space.DeepCopy()
+	}
+
+	var errs []error
+	for _, p := range []phase[*spaceScope]{r.reconcileService, r.reconcileStatefulSet, r.reconcileChannels} {
+		if _, err := p(ctx, s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := kerrors.NewAggregate(errs); err != nil {
+		r.Recorder.Eventf(space, corev1.EventTypeWarning, conflux.ReasonReconcileError, "reconcile failed: %v", err)
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, nil
+}
+
+// reconcileDelete waits until no Channel uses the space, then lets it go; the owned
+// StatefulSet, Service and (per the StatefulSet's policy) claims are garbage-collected.
+func (r *SpaceReconciler) reconcileDelete(ctx context.Context, s *spaceScope) (ctrl.Result, error) {
+	if _, err := r.reconcileChannels(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(s.channels) > 0 {
+		r.Recorder.Eventf(s.space, corev1.EventTypeNormal, conflux.ReasonChannelsRemaining,
+			"waiting for %d channel(s) to be deleted: %v", len(s.channels), s.channels)
+		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+	}
+	base := s.space.DeepCopy()
+	if controllerutil.RemoveFinalizer(s.space, conflux.FinalizerName) {
+		if err := r.Patch(ctx, s.space, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// SetupWithManager registers the reconciler; a Channel change requeues its Space.
+func (r *SpaceReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&conflux.Space{}).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Watches(&conflux.Channel{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			ch := o.(*conflux.Channel)
+			if ch.Spec.Space == "" {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ch.Namespace, Name: ch.Spec.Space}}}
+		})).
+		Named("space").
+		Complete(r)
+}

@@ -1,0 +1,139 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	conflux "conflux.dev/operator/api/v1alpha1"
+)
+
+// SpaceDataVolume is the name of the space server's volume claim template.
+const SpaceDataVolume = "data"
+
+// spaceLabels select the pods of one space server.
+func spaceLabels(space *conflux.Space) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":      "confluxd",
+		"app.kubernetes.io/component": "space",
+		"app.kubernetes.io/instance":  space.Name,
+		conflux.SpaceLabel:            space.Name,
+	}
+}
+
+// reconcileService ensures the headless Service that gives the space pod a stable name.
+func (r *SpaceReconciler) reconcileService(ctx context.Context, s *spaceScope) (bool, error) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.space.Name, Namespace: s.space.Namespace}}
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
+		svc.Labels = managedLabels(spaceLabels(s.space))
+		svc.Spec.ClusterIP = corev1.ClusterIPNone
+		svc.Spec.Selector = spaceLabels(s.space)
+		svc.Spec.PublishNotReadyAddresses = true
+		svc.Spec.Ports = []corev1.ServicePort{{Name: "space", Port: conflux.SpacePort,
+			TargetPort: intstr.FromString("space"), Protocol: corev1.ProtocolTCP}}
+		return controllerutil.SetControllerReference(s.space, svc, r.Scheme())
+	})
+	if err != nil {
+		return false, fmt.Errorf("service %s: %w", svc.Name, err)
+	}
+	s.service = svc
+	return false, nil
+}
+
+// reconcileStatefulSet ensures the StatefulSet running confluxd --role=space with its claim.
+func (r *SpaceReconciler) reconcileStatefulSet(ctx context.Context, s *spaceScope) (bool, error) {
+	sp := s.space
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: sp.Name, Namespace: sp.Namespace}}
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, sts, func() error {
+		sts.Labels = managedLabels(spaceLabels(sp))
+		if sts.CreationTimestamp.IsZero() { // immutable fields: set once
+			sts.Spec.ServiceName = sp.Name
+			sts.Spec.Selector = &metav1.LabelSelector{MatchLabels: spaceLabels(sp)}
+			sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{spaceClaim(sp)}
+			sts.Spec.PersistentVolumeClaimRetentionPolicy = &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
+				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+			}
+		}
+		sts.Spec.Replicas = ptr(int32(1))
+		sts.Spec.Template = spacePodTemplate(sp, r.Image)
+		return controllerutil.SetControllerReference(sp, sts, r.Scheme())
+	})
+	if err != nil {
+		return false, fmt.Errorf("statefulset %s: %w", sts.Name, err)
+	}
+	s.statefulSet = sts
+	return false, nil
+}
+
+// reconcileChannels lists the Channels that use the space.
+func (r *SpaceReconciler) reconcileChannels(ctx context.Context, s *spaceScope) (bool, error) {
+	var list conflux.ChannelList
+	if err := r.List(ctx, &list, client.InNamespace(s.space.Namespace), client.MatchingFields{channelSpaceIndex: s.space.Name}); err != nil {
+		return false, fmt.Errorf("listing channels: %w", err)
+	}
+	s.channels = s.channels[:0]
+	for _, c := range list.Items {
+		s.channels = append(s.channels, c.Name)
+	}
+	sort.Strings(s.channels)
+	return false, nil
+}
+
+func spaceClaim(sp *conflux.Space) corev1.PersistentVolumeClaim {
+	return corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: SpaceDataVolume, Labels: spaceLabels(sp)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: sp.Spec.Storage.StorageClassName,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: sp.Spec.Storage.Size}},
+		},
+	}
+}
+
+// spaceArgs are the confluxd arguments of a space server.
+func spaceArgs(sp *conflux.Space) []string {
+	args := []string{"--role=space", "--space=" + sp.Name, fmt.Sprintf("--listen=:%d", conflux.SpacePort), "--data=/var/lib/conflux"}
+	if r := sp.Spec.Storage.Retention; r != nil {
+		if r.MaxBytes != nil {
+			args = append(args, fmt.Sprintf("--retention-max-bytes=%d", r.MaxBytes.Value()))
+		}
+		if r.MaxAge != nil {
+			args = append(args, "--retention-max-age="+r.MaxAge.Duration.String())
+		}
+	}
+	if e := sp.Spec.Exposure; e != nil && e.Enabled {
+		args = append(args, "--expose-sni="+e.SNIHost)
+	}
+	return args
+}
+
+func spacePodTemplate(sp *conflux.Space, image string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: spaceLabels(sp)},
+		Spec: corev1.PodSpec{
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), FSGroup: ptr(int64(65532)), RunAsUser: ptr(int64(65532))},
+			Containers: []corev1.Container{{
+				Name:  "confluxd",
+				Image: image,
+				Args:  spaceArgs(sp),
+				Ports: []corev1.ContainerPort{{Name: "space", ContainerPort: conflux.SpacePort, Protocol: corev1.ProtocolTCP}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+					TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("space")}}},
+				VolumeMounts: []corev1.VolumeMount{{Name: SpaceDataVolume, MountPath: "/var/lib/conflux"}},
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+			}},
+		},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

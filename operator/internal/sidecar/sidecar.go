@@ -1,0 +1,160 @@
+// Package sidecar builds the confluxd sidecar container and adds it to pod specs. Both the
+// Workflow reconciler and the pod-injection webhook use it, so injected pods look the same
+// whichever path created them.
+package sidecar
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+const (
+	// ContainerName of the sidecar; a pod that has it is never injected twice.
+	ContainerName = "confluxd"
+	// RunVolume is the memory-backed volume shared by the app and the sidecar (shm rings, uds).
+	RunVolume = "conflux-run"
+	// RunDir is where RunVolume is mounted in every container.
+	RunDir = "/run/conflux"
+	// SocketEnv tells the application where the sidecar listens.
+	SocketEnv = "CONFLUX_SOCKET"
+)
+
+// Config says what the sidecar is bound to.
+type Config struct {
+	// Image of confluxd.
+	Image string
+	// Inputs and Outputs are channel names the pod reads and writes (Workflow components).
+	Inputs, Outputs []string
+	// Channels are channel names without a direction (annotated user pods).
+	Channels []string
+	// RestartPolicy of the workflow, when any.
+	RestartPolicy string
+	// Transport is "tcp" or the fabric kind ("rdma", "dpdk").
+	Transport string
+	// Fabric name, when any.
+	Fabric string
+}
+
+// Find returns the sidecar container of spec, or nil.
+func Find(spec *corev1.PodSpec) *corev1.Container {
+	for i := range spec.InitContainers {
+		if spec.InitContainers[i].Name == ContainerName {
+			return &spec.InitContainers[i]
+		}
+	}
+	for i := range spec.Containers {
+		if spec.Containers[i].Name == ContainerName {
+			return &spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+// Container builds the sidecar container for cfg.
+func Container(cfg Config) corev1.Container {
+	always := corev1.ContainerRestartPolicyAlways
+	transport := cfg.Transport
+	if transport == "" {
+		transport = "tcp"
+	}
+	args := []string{"--role=sidecar", "--socket=" + RunDir + "/confluxd.sock", "--transport=" + transport}
+	if len(cfg.Inputs) > 0 {
+		args = append(args, "--inputs="+strings.Join(cfg.Inputs, ","))
+	}
+	if len(cfg.Outputs) > 0 {
+		args = append(args, "--outputs="+strings.Join(cfg.Outputs, ","))
+	}
+	if len(cfg.Channels) > 0 {
+		args = append(args, "--channels="+strings.Join(cfg.Channels, ","))
+	}
+	env := []corev1.EnvVar{
+		{Name: "CONFLUX_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+		{Name: "CONFLUX_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "CONFLUX_NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+		{Name: "CONFLUX_TRANSPORT", Value: transport},
+	}
+	if cfg.Fabric != "" {
+		env = append(env, corev1.EnvVar{Name: "CONFLUX_FABRIC", Value: cfg.Fabric})
+	}
+	if cfg.RestartPolicy != "" {
+		env = append(env, corev1.EnvVar{Name: "CONFLUX_RESTART_POLICY", Value: cfg.RestartPolicy})
+	}
+	return corev1.Container{
+		Name:          ContainerName,
+		Image:         cfg.Image,
+		Args:          args,
+		Env:           env,
+		RestartPolicy: &always, // a native sidecar: starts before and outlives the app
+		VolumeMounts:  []corev1.VolumeMount{{Name: RunVolume, MountPath: RunDir}},
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("50m"),
+			corev1.ResourceMemory: resource.MustParse("64Mi"),
+		}},
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
+}
+
+// Inject adds the sidecar, the shared run volume and the socket env of every app container
+// to spec. It does nothing and returns false when the sidecar is already there.
+func Inject(spec *corev1.PodSpec, cfg Config) bool {
+	if Find(spec) != nil {
+		return false
+	}
+	hasVolume := false
+	for _, v := range spec.Volumes {
+		if v.Name == RunVolume {
+			hasVolume = true
+		}
+	}
+	if !hasVolume {
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: RunVolume, VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
+	}
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		if !hasMount(c, RunVolume) {
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: RunVolume, MountPath: RunDir})
+		}
+		if !hasEnv(c, SocketEnv) {
+			c.Env = append(c.Env, corev1.EnvVar{Name: SocketEnv, Value: RunDir + "/confluxd.sock"})
+		}
+	}
+	spec.InitContainers = append(spec.InitContainers, Container(cfg))
+	return true
+}
+
+// SplitList parses "a, b,,c" into [a b c].
+func SplitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func hasMount(c *corev1.Container, name string) bool {
+	for _, m := range c.VolumeMounts {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func hasEnv(c *corev1.Container, name string) bool {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,116 @@
+// Package spaceclient is the operator's view of a space server (confluxd --role=space).
+// The data plane implements SpaceClient later; until then the operator runs with Noop,
+// and tests use Fake.
+package spaceclient
+
+import (
+	"context"
+	"sync"
+)
+
+// ChannelRef identifies a channel in a space server.
+type ChannelRef struct {
+	// Endpoint of the space server, host:port.
+	Endpoint string
+	// Namespace, Space and Channel names.
+	Namespace, Space, Channel string
+	// Kind: events or pipe.
+	Kind string
+}
+
+// Key is namespace/space/channel.
+func (r ChannelRef) Key() string { return r.Namespace + "/" + r.Space + "/" + r.Channel }
+
+// Link counts links of one transport.
+type Link struct {
+	Transport string
+	Count     int32
+}
+
+// ChannelStats is what a space server reports about a channel.
+type ChannelStats struct {
+	Writers, Readers int32
+	Segments, Bytes  int64
+	Links            []Link
+}
+
+// SpaceClient talks to space servers. Every call must be idempotent: the operator repeats
+// them on every reconcile.
+type SpaceClient interface {
+	// RegisterChannel creates the channel in its space, or does nothing if it exists.
+	RegisterChannel(ctx context.Context, ref ChannelRef) error
+	// UnlinkChannel removes the channel and its stored segments; nil if it does not exist.
+	UnlinkChannel(ctx context.Context, ref ChannelRef) error
+	// Stats reports the channel's writers, readers, segments, bytes and links.
+	Stats(ctx context.Context, ref ChannelRef) (ChannelStats, error)
+}
+
+// Noop accepts everything and reports zero stats: the stand-in until the data plane's
+// client exists.
+type Noop struct{}
+
+func (Noop) RegisterChannel(context.Context, ChannelRef) error { return nil }
+func (Noop) UnlinkChannel(context.Context, ChannelRef) error   { return nil }
+func (Noop) Stats(context.Context, ChannelRef) (ChannelStats, error) {
+	return ChannelStats{}, nil
+}
+
+// Fake records registrations and unlinks in memory; safe for concurrent use.
+type Fake struct {
+	mu         sync.Mutex
+	Registered map[string]bool
+	Unlinked   map[string]int
+	StatsByKey map[string]ChannelStats
+	// RegisterErr, when set, is returned by RegisterChannel.
+	RegisterErr error
+}
+
+// NewFake returns an empty Fake.
+func NewFake() *Fake {
+	return &Fake{Registered: map[string]bool{}, Unlinked: map[string]int{}, StatsByKey: map[string]ChannelStats{}}
+}
+
+func (f *Fake) RegisterChannel(_ context.Context, ref ChannelRef) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.RegisterErr != nil {
+		return f.RegisterErr
+	}
+	f.Registered[ref.Key()] = true
+	return nil
+}
+
+func (f *Fake) UnlinkChannel(_ context.Context, ref ChannelRef) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.Registered, ref.Key())
+	f.Unlinked[ref.Key()]++
+	return nil
+}
+
+func (f *Fake) Stats(_ context.Context, ref ChannelRef) (ChannelStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.StatsByKey[ref.Key()], nil
+}
+
+// IsRegistered reports whether key (namespace/space/channel) is registered.
+func (f *Fake) IsRegistered(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.Registered[key]
+}
+
+// UnlinkCount reports how many times key was unlinked.
+func (f *Fake) UnlinkCount(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.Unlinked[key]
+}
+
+// SetStats sets the stats reported for key.
+func (f *Fake) SetStats(key string, s ChannelStats) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.StatsByKey[key] = s
+}
