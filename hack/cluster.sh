@@ -101,6 +101,22 @@ setup_docker_shim() {
 
 cluster_exists() { "$KIND" get clusters 2>/dev/null | grep -qx "$NAME"; }
 
+# healthy = every node container running and the API server answering /readyz within a
+# minute; exports the kubeconfig as a side effect.
+cluster_healthy() {
+  local node t0
+  for node in $("$KIND" get nodes --name "$NAME" 2>/dev/null); do
+    [ "$(docker inspect -f '{{.State.Running}}' "$node" 2>/dev/null)" = true ] || {
+      info "node $node is not running"; return 1; }
+  done
+  "$KIND" export kubeconfig --name "$NAME" --kubeconfig "$KUBECONFIG_OUT" >/dev/null 2>&1 || return 1
+  t0=$(date +%s)
+  until "$KUBECTL" --kubeconfig "$KUBECONFIG_OUT" get --raw /readyz --request-timeout=5s >/dev/null 2>&1; do
+    (( $(date +%s) - t0 > 60 )) && { info "API server of '$NAME' does not answer /readyz"; return 1; }
+    sleep 3
+  done
+}
+
 wait_ready() {
   local want=$((WORKERS + 1)) t0 ready total line last=""
   t0=$(date +%s)
@@ -130,10 +146,15 @@ up() {
   setup_docker_shim
   local t_all; t_all=$(date +%s)
 
+  if cluster_exists && ! cluster_healthy; then
+    # a cluster whose nodes were stopped (a docker restart, a machine reboot) rarely comes
+    # back: node addresses change under etcd and the API server. Start afresh.
+    step "cluster '$NAME' exists but is not healthy: deleting it to start afresh"
+    "$KIND" delete cluster --name "$NAME" >/dev/null 2>&1 || true
+    step_done
+  fi
   if cluster_exists; then
-    step "cluster '$NAME' exists: reusing it"
-    docker start $("$KIND" get nodes --name "$NAME") >/dev/null
-    "$KIND" export kubeconfig --name "$NAME" --kubeconfig "$KUBECONFIG_OUT" >/dev/null 2>&1
+    step "cluster '$NAME' exists and its API server answers: reusing it"
     step_done
   else
     local cfg=$CONFLUX_CACHE/kind/$NAME.kind.yaml
