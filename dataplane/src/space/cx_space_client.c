@@ -1,0 +1,573 @@
+/* The space client (cx_space_client.h): requests with blocking replies, writers' appends
+ * with background acks, readers' segment queues, all over one link driven by the caller. */
+#include "space/cx_space_client.h"
+
+#include "common/cx_error.h"
+#include "format/cx_format.h"
+#include "format/cx_format_registry.h"
+#include "transport/cx_driver.h"
+
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_PUSHED_READERS 16
+
+struct qseg {
+    struct qseg *next;
+    uint64_t id, format;
+    uint32_t len;
+    int end;
+    uint8_t data[];
+};
+
+struct chandle {
+    uint32_t id;
+    int writer;
+    uint64_t acked;
+    int err;            /* a refused segment, an error pushed by the server */
+    char errmsg[256];
+    struct qseg *head, *tail;
+    int ended;          /* reader: END queued */
+    char pushed[MAX_PUSHED_READERS][CX_SP_ADDR_MAX + 1];
+    int npushed;
+};
+
+struct cx_space_client {
+    pthread_mutex_t mu;
+    struct cx_link *link;
+    char addr[160];
+    uint64_t next_seq;
+    uint32_t next_handle;
+    struct chandle *h;
+    size_t nh, caph;
+    /* the reply being waited for */
+    uint64_t want_seq;
+    uint8_t *reply;
+    size_t reply_len;
+    int got_reply;
+    int dead; /* the link failed: every call fails with it */
+    char dead_msg[256];
+};
+
+static struct cx_space_client *g_format_client;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static struct chandle *hfind(struct cx_space_client *c, uint32_t id)
+{
+    for (size_t i = 0; i < c->nh; i++)
+        if (c->h[i].id == id)
+            return &c->h[i];
+    return NULL;
+}
+
+static struct chandle *hadd(struct cx_space_client *c, int writer)
+{
+    if (c->nh == c->caph) {
+        size_t cap = c->caph ? c->caph * 2 : 4;
+        struct chandle *n = realloc(c->h, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        c->h = n;
+        c->caph = cap;
+    }
+    struct chandle *h = &c->h[c->nh++];
+    memset(h, 0, sizeof *h);
+    h->id = ++c->next_handle;
+    h->writer = writer;
+    return h;
+}
+
+static void hdrop(struct cx_space_client *c, struct chandle *h)
+{
+    for (struct qseg *q = h->head, *n; q; q = n) {
+        n = q->next;
+        free(q);
+    }
+    *h = c->h[--c->nh];
+}
+
+/* ---- incoming frames --------------------------------------------------------------- */
+
+static void on_push(struct cx_space_client *c, const struct cx_frame_hdr *h, const uint8_t *p, size_t len)
+{
+    struct chandle *hd = hfind(c, h->channel);
+    struct cx_sp_reply r;
+    if (!hd || cx_sp_decode_reply(p, len, &r) < 0)
+        return;
+    if (r.status < 0) {
+        hd->err = r.status;
+        snprintf(hd->errmsg, sizeof hd->errmsg, "%.*s", r.error.len, r.error.p);
+    } else if (r.op == CX_SP_READER_JOINED && r.pipe.naddrs && hd->npushed < MAX_PUSHED_READERS) {
+        cx_sp_str_copy(r.pipe.addrs[0], hd->pushed[hd->npushed], sizeof hd->pushed[0]);
+        hd->npushed++;
+    }
+}
+
+static void on_frame(void *arg, const struct cx_frame_hdr *h, const void *payload, size_t len)
+{
+    struct cx_space_client *c = arg;
+    if ((h->type == CX_FRAME_LOOKUP || h->type == CX_FRAME_FORMAT) && (h->flags & CX_FRAME_F_REPLY)) {
+        if (h->seq == 0) {
+            on_push(c, h, payload, len);
+        } else if (h->seq == c->want_seq && !c->got_reply) {
+            free(c->reply);
+            c->reply = malloc(len ? len : 1);
+            if (c->reply)
+                memcpy(c->reply, payload, len);
+            c->reply_len = len;
+            c->got_reply = 1;
+        }
+        return;
+    }
+    struct chandle *hd = hfind(c, h->channel);
+    if (!hd)
+        return; /* a handle we stopped: stragglers are dropped */
+    if (h->type == CX_FRAME_ACK && (h->flags & CX_FRAME_F_ACK)) {
+        if (h->ack > hd->acked)
+            hd->acked = h->ack;
+    } else if (h->type == CX_FRAME_DATA && !hd->writer) {
+        struct qseg *q = malloc(sizeof *q + len);
+        if (!q) {
+            hd->err = -ENOMEM;
+            snprintf(hd->errmsg, sizeof hd->errmsg, "no memory for a %zu-byte segment", len);
+            return;
+        }
+        q->next = NULL;
+        q->id = h->seq;
+        q->format = h->format;
+        q->len = (uint32_t)len;
+        q->end = (h->flags & CX_FRAME_F_END) != 0;
+        memcpy(q->data, payload, len);
+        if (hd->tail)
+            hd->tail->next = q;
+        else
+            hd->head = q;
+        hd->tail = q;
+    }
+}
+
+/* Drives the link once, waiting up to wait_ms for input when there was nothing to do. */
+static int pump(struct cx_space_client *c, int wait_ms)
+{
+    if (c->dead)
+        return cx_err_set(ECONNRESET, "%s", c->dead_msg);
+    int n = cx_link_progress(c->link, on_frame, c, 256);
+    if (n < 0) {
+        c->dead = 1;
+        snprintf(c->dead_msg, sizeof c->dead_msg, "space %s: connection lost: %s", c->addr, cx_errmsg());
+        return cx_err_set(ECONNRESET, "%s", c->dead_msg);
+    }
+    if (n == 0 && wait_ms > 0 && cx_link_arm(c->link) == 0) {
+        struct pollfd pf = {.fd = cx_link_fd(c->link), .events = POLLIN};
+        if (pf.fd >= 0)
+            poll(&pf, 1, wait_ms);
+    }
+    return n;
+}
+
+/* Sends a request and waits for its reply; decodes it into *r (payload kept in c->reply
+ * until the next request). Server errors become this call's error. */
+static int call(struct cx_space_client *c, uint8_t type, const struct cx_sp_request *q,
+                struct cx_sp_reply *r, int timeout_ms)
+{
+    struct cx_sp_buf b = {0};
+    int rc = cx_sp_encode_request(&b, q);
+    if (rc < 0) {
+        cx_sp_buf_free(&b);
+        return rc;
+    }
+    struct cx_frame_hdr h = {.type = type, .seq = ++c->next_seq};
+    struct iovec iov = {b.p, b.len};
+    c->want_seq = h.seq;
+    c->got_reply = 0;
+    rc = c->dead ? pump(c, 0) : cx_link_send(c->link, &h, &iov, 1);
+    cx_sp_buf_free(&b);
+    if (rc < 0)
+        return cx_err_wrap(rc, "space %s", c->addr);
+    double end = now_ms() + timeout_ms;
+    while (!c->got_reply) {
+        double left = end - now_ms();
+        if (left <= 0)
+            return cx_err_set(ETIMEDOUT, "space %s: no reply to %s in %d ms", c->addr,
+                              cx_sp_op_name(q->op), timeout_ms);
+        if ((rc = pump(c, left > 50 ? 50 : (int)left + 1)) < 0)
+            return rc;
+    }
+    c->want_seq = 0;
+    if ((rc = cx_sp_decode_reply(c->reply, c->reply_len, r)) < 0)
+        return cx_err_wrap(rc, "space %s", c->addr);
+    if (r->status < 0)
+        return cx_err_set(-r->status, "%.*s", r->error.len, r->error.p);
+    return 0;
+}
+
+static void info_from(const struct cx_sp_pipe *p, struct cx_space_pipe_info *out)
+{
+    if (!out)
+        return;
+    memset(out, 0, sizeof *out);
+    out->pipe_id = p->pipe_id;
+    out->format = p->format;
+    out->first_id = p->first_id;
+    out->last_id = p->last_id;
+    out->ended = p->ended;
+    out->writer_open = p->writer_open;
+    for (int i = 0; i < p->naddrs && i < CX_SP_MAX_ADDRS; i++)
+        if (cx_sp_str_copy(p->addrs[i], out->addrs[out->naddrs], sizeof out->addrs[0]) == 0)
+            out->naddrs++;
+}
+
+static struct cx_sp_str S(const char *s)
+{
+    return (struct cx_sp_str){s ? s : "", (uint16_t)(s ? strnlen(s, UINT16_MAX) : 0)};
+}
+
+/* ---- public calls ------------------------------------------------------------------ */
+
+int cx_space_connect(const char *addr, struct cx_space_client **out)
+{
+    struct cx_space_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return cx_err_set(ENOMEM, "space client");
+    int rc = cx_connect(addr, &c->link);
+    if (rc < 0) {
+        free(c);
+        return cx_err_wrap(rc, "space %s", addr);
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    snprintf(c->addr, sizeof c->addr, "%s", addr);
+    *out = c;
+    return 0;
+}
+
+void cx_space_disconnect(struct cx_space_client *c)
+{
+    if (!c)
+        return;
+    if (g_format_client == c) {
+        cx_format_registry_set_fetch(NULL, NULL);
+        g_format_client = NULL;
+    }
+    while (c->nh)
+        hdrop(c, &c->h[0]);
+    cx_link_close(c->link);
+    pthread_mutex_destroy(&c->mu);
+    free(c->h);
+    free(c->reply);
+    free(c);
+}
+
+#define LOCKED(c, expr)                                                                     \
+    ({                                                                                     \
+        pthread_mutex_lock(&(c)->mu);                                                      \
+        __typeof__(expr) r_ = (expr);                                                      \
+        pthread_mutex_unlock(&(c)->mu);                                                    \
+        r_;                                                                                \
+    })
+
+static int name_call(struct cx_space_client *c, uint8_t op, const char *name, uint64_t format,
+                     const char *addr, struct cx_space_pipe_info *out)
+{
+    struct cx_sp_request q = {.op = op, .name = S(name), .format = format, .addr = S(addr)};
+    struct cx_sp_reply r;
+    int rc = call(c, CX_FRAME_LOOKUP, &q, &r, CX_SPACE_TIMEOUT_MS);
+    if (rc == 0)
+        info_from(&r.pipe, out);
+    return rc;
+}
+
+int cx_space_lookup(struct cx_space_client *c, const char *name, struct cx_space_pipe_info *out)
+{
+    return LOCKED(c, name_call(c, CX_SP_LOOKUP, name, 0, NULL, out));
+}
+
+int cx_space_get(struct cx_space_client *c, const char *name, uint64_t format,
+                 const char *reader_addr, struct cx_space_pipe_info *out)
+{
+    return LOCKED(c, name_call(c, CX_SP_GET, name, format, reader_addr, out));
+}
+
+int cx_space_unlink(struct cx_space_client *c, const char *name, struct cx_space_pipe_info *out)
+{
+    return LOCKED(c, name_call(c, CX_SP_UNLINK, name, 0, NULL, out));
+}
+
+static long list_locked(struct cx_space_client *c,
+                        void (*fn)(void *, const char *, uint64_t, uint64_t), void *arg)
+{
+    struct cx_sp_request q = {.op = CX_SP_LIST};
+    struct cx_sp_reply r;
+    int rc = call(c, CX_FRAME_LOOKUP, &q, &r, CX_SPACE_TIMEOUT_MS);
+    if (rc < 0)
+        return rc;
+    size_t off = 0;
+    struct cx_sp_str name;
+    uint64_t id, fmt;
+    char buf[CX_SP_ADDR_MAX + 1];
+    while ((rc = cx_sp_list_next(&r, &off, &name, &id, &fmt)) == 1)
+        if (fn && cx_sp_str_copy(name, buf, sizeof buf) == 0)
+            fn(arg, buf, id, fmt);
+    return rc < 0 ? rc : (long)r.count;
+}
+
+long cx_space_list(struct cx_space_client *c,
+                   void (*fn)(void *arg, const char *name, uint64_t pipe_id, uint64_t format), void *arg)
+{
+    return LOCKED(c, list_locked(c, fn, arg));
+}
+
+static int fmt_put_locked(struct cx_space_client *c, const struct cx_format *f, uint64_t *token)
+{
+    size_t len;
+    const uint8_t *d = cx_format_describe(f, &len);
+    struct cx_sp_request q = {.op = CX_SP_FMT_PUT, .blob = d, .blob_len = (uint32_t)len};
+    struct cx_sp_reply r;
+    int rc = call(c, CX_FRAME_FORMAT, &q, &r, CX_SPACE_TIMEOUT_MS);
+    if (rc == 0 && token)
+        *token = r.token;
+    return rc;
+}
+
+int cx_space_format_put(struct cx_space_client *c, const struct cx_format *f, uint64_t *token)
+{
+    return LOCKED(c, fmt_put_locked(c, f, token));
+}
+
+static int fmt_get_locked(struct cx_space_client *c, uint64_t token, uint8_t **desc, size_t *len)
+{
+    struct cx_sp_request q = {.op = CX_SP_FMT_GET, .token = token};
+    struct cx_sp_reply r;
+    int rc = call(c, CX_FRAME_FORMAT, &q, &r, CX_SPACE_TIMEOUT_MS);
+    if (rc < 0)
+        return rc;
+    if (!(*desc = malloc(r.blob_len ? r.blob_len : 1)))
+        return cx_err_set(ENOMEM, "format description");
+    memcpy(*desc, r.blob, r.blob_len);
+    *len = r.blob_len;
+    return 0;
+}
+
+int cx_space_format_get(struct cx_space_client *c, uint64_t token, uint8_t **desc, size_t *len)
+{
+    return LOCKED(c, fmt_get_locked(c, token, desc, len));
+}
+
+static int fetch_hook(void *arg, uint64_t token, uint8_t **desc, size_t *len)
+{
+    return cx_space_format_get(arg, token, desc, len);
+}
+
+void cx_space_serve_formats(struct cx_space_client *c)
+{
+    g_format_client = c;
+    cx_format_registry_set_fetch(fetch_hook, c);
+}
+
+static int put_locked(struct cx_space_client *c, const char *name, int mode, uint64_t format,
+                      const char *writer_addr, uint32_t *handle, struct cx_space_pipe_info *out)
+{
+    struct chandle *h = hadd(c, 1);
+    if (!h)
+        return cx_err_set(ENOMEM, "handle");
+    uint32_t id = h->id;
+    struct cx_sp_request q = {.op = CX_SP_PUT, .mode = (uint8_t)mode, .handle = id,
+                              .name = S(name), .format = format, .addr = S(writer_addr)};
+    struct cx_sp_reply r;
+    int rc = call(c, CX_FRAME_LOOKUP, &q, &r, CX_SPACE_TIMEOUT_MS);
+    if (rc < 0) {
+        if ((h = hfind(c, id)))
+            hdrop(c, h);
+        return rc;
+    }
+    if ((h = hfind(c, id)))
+        h->acked = r.pipe.last_id; /* what is stored is as good as acked */
+    info_from(&r.pipe, out);
+    *handle = id;
+    return 0;
+}
+
+int cx_space_put(struct cx_space_client *c, const char *name, int mode, uint64_t format,
+                 const char *writer_addr, uint32_t *handle, struct cx_space_pipe_info *out)
+{
+    return LOCKED(c, put_locked(c, name, mode, format, writer_addr, handle, out));
+}
+
+static int handle_err(struct chandle *h)
+{
+    return h->err ? cx_err_set(-h->err, "%s", h->errmsg) : 0;
+}
+
+static int send_seg(struct cx_space_client *c, uint32_t handle, uint64_t seg_id, uint64_t format,
+                    const struct iovec *iov, int iovcnt, int end)
+{
+    struct chandle *h = hfind(c, handle);
+    if (!h || !h->writer)
+        return cx_err_set(EBADF, "handle %u is not open for writing", handle);
+    int rc = pump(c, 0); /* collect acks and refusals */
+    if (rc < 0 || (rc = handle_err(h)) < 0)
+        return rc;
+    struct cx_frame_hdr f = {.type = CX_FRAME_DATA, .channel = handle, .seq = seg_id,
+                             .format = format, .flags = end ? CX_FRAME_F_END : 0};
+    rc = cx_link_send(c->link, &f, iov, iovcnt);
+    return rc < 0 ? cx_err_wrap(rc, "space %s", c->addr) : 0;
+}
+
+int cx_space_append(struct cx_space_client *c, uint32_t handle, uint64_t seg_id, uint64_t format,
+                    const struct iovec *iov, int iovcnt)
+{
+    return LOCKED(c, send_seg(c, handle, seg_id, format, iov, iovcnt, 0));
+}
+
+int cx_space_end(struct cx_space_client *c, uint32_t handle, uint64_t last_id)
+{
+    return LOCKED(c, send_seg(c, handle, last_id, 0, NULL, 0, 1));
+}
+
+static int wait_acked_locked(struct cx_space_client *c, uint32_t handle, uint64_t seg_id, int timeout_ms)
+{
+    double end = now_ms() + timeout_ms;
+    for (;;) {
+        struct chandle *h = hfind(c, handle);
+        if (!h)
+            return cx_err_set(EBADF, "handle %u is not open", handle);
+        int rc = handle_err(h);
+        if (rc < 0)
+            return rc;
+        if (h->acked >= seg_id)
+            return 0;
+        double left = end - now_ms();
+        if (left <= 0)
+            return cx_err_set(ETIMEDOUT, "space %s: segment %" PRIu64 " not acknowledged in %d ms "
+                              "(acked up to %" PRIu64 ")", c->addr, seg_id, timeout_ms, h->acked);
+        if ((rc = pump(c, left > 50 ? 50 : (int)left + 1)) < 0)
+            return rc;
+    }
+}
+
+int cx_space_wait_acked(struct cx_space_client *c, uint32_t handle, uint64_t seg_id, int timeout_ms)
+{
+    return LOCKED(c, wait_acked_locked(c, handle, seg_id, timeout_ms));
+}
+
+static uint64_t acked_locked(struct cx_space_client *c, uint32_t handle)
+{
+    pump(c, 0);
+    struct chandle *h = hfind(c, handle);
+    return h ? h->acked : 0;
+}
+
+uint64_t cx_space_acked(struct cx_space_client *c, uint32_t handle)
+{
+    return LOCKED(c, acked_locked(c, handle));
+}
+
+static int read_start_locked(struct cx_space_client *c, const char *name, uint64_t from_id,
+                             uint32_t *handle, struct cx_space_pipe_info *out)
+{
+    struct chandle *h = hadd(c, 0);
+    if (!h)
+        return cx_err_set(ENOMEM, "handle");
+    uint32_t id = h->id;
+    struct cx_sp_request q = {.op = CX_SP_READ, .handle = id, .name = S(name), .from_id = from_id};
+    struct cx_sp_reply r;
+    int rc = call(c, CX_FRAME_LOOKUP, &q, &r, CX_SPACE_TIMEOUT_MS);
+    if (rc < 0) {
+        if ((h = hfind(c, id)))
+            hdrop(c, h);
+        return rc;
+    }
+    info_from(&r.pipe, out);
+    *handle = id;
+    return 0;
+}
+
+int cx_space_read_start(struct cx_space_client *c, const char *name, uint64_t from_id,
+                        uint32_t *handle, struct cx_space_pipe_info *out)
+{
+    return LOCKED(c, read_start_locked(c, name, from_id, handle, out));
+}
+
+static long read_next_locked(struct cx_space_client *c, uint32_t handle, void *buf, size_t cap,
+                             struct cx_seg_info *info, int timeout_ms)
+{
+    double end = now_ms() + timeout_ms;
+    for (;;) {
+        struct chandle *h = hfind(c, handle);
+        if (!h || h->writer)
+            return cx_err_set(EBADF, "handle %u is not open for reading", handle);
+        struct qseg *q = h->head;
+        if (q) {
+            if (q->end)
+                return cx_err_set(EPIPE, "end of pipe after segment %" PRIu64, q->id ? q->id - 1 : 0);
+            if (info)
+                *info = (struct cx_seg_info){.seg_id = q->id, .format = q->format, .length = q->len};
+            if (q->len > cap)
+                return cx_err_set(EMSGSIZE, "segment %" PRIu64 " of %u bytes does not fit %zu",
+                                  q->id, q->len, cap);
+            memcpy(buf, q->data, q->len);
+            long n = q->len;
+            h->head = q->next;
+            if (!h->head)
+                h->tail = NULL;
+            free(q);
+            return n;
+        }
+        int rc = handle_err(h);
+        if (rc < 0)
+            return rc;
+        double left = end - now_ms();
+        if (left <= 0)
+            return cx_err_set(ETIMEDOUT, "no segment in %d ms", timeout_ms);
+        if ((rc = pump(c, left > 50 ? 50 : (int)left + 1)) < 0)
+            return rc;
+    }
+}
+
+long cx_space_read_next(struct cx_space_client *c, uint32_t handle, void *buf, size_t cap,
+                        struct cx_seg_info *info, int timeout_ms)
+{
+    return LOCKED(c, read_next_locked(c, handle, buf, cap, info, timeout_ms));
+}
+
+static int next_reader_locked(struct cx_space_client *c, uint32_t handle, char *addr, size_t cap)
+{
+    pump(c, 0);
+    struct chandle *h = hfind(c, handle);
+    if (!h || !h->npushed)
+        return 0;
+    snprintf(addr, cap, "%s", h->pushed[0]);
+    memmove(h->pushed[0], h->pushed[1], (size_t)--h->npushed * sizeof h->pushed[0]);
+    return 1;
+}
+
+int cx_space_next_reader(struct cx_space_client *c, uint32_t handle, char *addr, size_t cap)
+{
+    return LOCKED(c, next_reader_locked(c, handle, addr, cap));
+}
+
+static int stop_locked(struct cx_space_client *c, uint32_t handle)
+{
+    struct chandle *h = hfind(c, handle);
+    if (!h)
+        return cx_err_set(EBADF, "handle %u is not open", handle);
+    hdrop(c, h);
+    struct cx_sp_request q = {.op = CX_SP_STOP, .handle = handle};
+    struct cx_sp_reply r;
+    return call(c, CX_FRAME_LOOKUP, &q, &r, CX_SPACE_TIMEOUT_MS);
+}
+
+int cx_space_stop(struct cx_space_client *c, uint32_t handle)
+{
+    return LOCKED(c, stop_locked(c, handle));
+}

@@ -1,0 +1,108 @@
+/* A client of the space server (cx_space_server.h; protocol in cx_space_proto.h).
+ *
+ * One client = one connection. Calls block the calling thread until the reply comes (or
+ * timeout_ms passes: -ETIMEDOUT), driving the connection themselves, so no thread is
+ * needed; a mutex makes a client usable from several threads (one call at a time).
+ * Errors from the server come back as the server's errno and message ("pipe 'x' is open
+ * for writing; close it first").
+ *
+ *     struct cx_space_client *c;
+ *     cx_space_connect("tcp://10.0.0.5:7400", &c);
+ *     uint32_t w;  cx_space_put(c, "results", CX_SP_CREATE, token, "", &w, &info);
+ *     cx_space_append(c, w, 1, token, iov, 1);   ...   cx_space_end(c, w, n);
+ *     cx_space_wait_acked(c, w, n, 5000);        // the space holds 1..n (per its fsync policy)
+ *
+ *     uint32_t r;  cx_space_read_start(c, "results", 1, &r, &info);
+ *     while ((len = cx_space_read_next(c, r, buf, cap, &seg, 5000)) >= 0) ...   // -EPIPE at end
+ */
+#ifndef CX_SPACE_CLIENT_H
+#define CX_SPACE_CLIENT_H
+
+#include "space/cx_segstore.h"
+#include "space/cx_space_proto.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cx_format;
+struct cx_space_client;
+
+/* What the server says of a pipe. */
+struct cx_space_pipe_info {
+    uint64_t pipe_id, format, first_id, last_id;
+    int ended, writer_open;
+    int naddrs; /* GET: the writer's address; PUT: the known readers' addresses */
+    char addrs[CX_SP_MAX_ADDRS][CX_SP_ADDR_MAX + 1];
+};
+
+/* Default wait for a reply. */
+#define CX_SPACE_TIMEOUT_MS 10000
+
+int cx_space_connect(const char *addr, struct cx_space_client **out);
+void cx_space_disconnect(struct cx_space_client *c);
+
+/* Name table. lookup: -ENOENT when unbound. get: binds when unbound (the paper's pi_attach
+ * get) and registers reader_addr (may be "" or NULL) so the writer streams to it. */
+int cx_space_lookup(struct cx_space_client *c, const char *name, struct cx_space_pipe_info *out);
+int cx_space_get(struct cx_space_client *c, const char *name, uint64_t format,
+                 const char *reader_addr, struct cx_space_pipe_info *out);
+int cx_space_unlink(struct cx_space_client *c, const char *name, struct cx_space_pipe_info *out);
+/* Calls fn for every binding; returns how many there are. */
+long cx_space_list(struct cx_space_client *c,
+                   void (*fn)(void *arg, const char *name, uint64_t pipe_id, uint64_t format),
+                   void *arg);
+
+/* Format service. put: stores f's description in the space. get: the description of a
+ * token (malloc'ed; caller frees), -ENOENT when the space does not know it. */
+int cx_space_format_put(struct cx_space_client *c, const struct cx_format *f, uint64_t *token);
+int cx_space_format_get(struct cx_space_client *c, uint64_t token, uint8_t **desc, size_t *len);
+/* Makes this client the format registry's fetch hook (cx_format_registry_set_fetch), so
+ * decoding an event of an unknown token asks the space. The client must outlive the hook
+ * (cx_space_disconnect removes it). */
+void cx_space_serve_formats(struct cx_space_client *c);
+
+/* Writing. put opens name for writing (mode CX_SP_CREATE or CX_SP_APPEND) under a new
+ * handle; info->last_id says what the space already holds (a restarted writer replays its
+ * writes: the space drops ids it has, idempotently). append sends one segment (queued, not
+ * waited for); end closes the pipe after last_id. Acks arrive in the background of every
+ * call; wait_acked blocks until the space holds seg_id. A segment the space refuses makes
+ * later calls on the handle fail with its error. */
+int cx_space_put(struct cx_space_client *c, const char *name, int mode, uint64_t format,
+                 const char *writer_addr, uint32_t *handle, struct cx_space_pipe_info *out);
+int cx_space_append(struct cx_space_client *c, uint32_t handle, uint64_t seg_id, uint64_t format,
+                    const struct iovec *iov, int iovcnt);
+int cx_space_end(struct cx_space_client *c, uint32_t handle, uint64_t last_id);
+int cx_space_wait_acked(struct cx_space_client *c, uint32_t handle, uint64_t seg_id, int timeout_ms);
+/* Highest segment id the space acknowledged on the handle (0: none yet). */
+uint64_t cx_space_acked(struct cx_space_client *c, uint32_t handle);
+
+/* Reading. read_start streams name from from_id (0: the first kept) under a new handle;
+ * read_next returns the next segment's length (copied into buf; -EMSGSIZE with
+ * info->length set when cap is too small, the segment stays), -EPIPE at the end of a
+ * closed pipe, -ETIMEDOUT, or the server's error (-ENODATA: dropped by retention). */
+int cx_space_read_start(struct cx_space_client *c, const char *name, uint64_t from_id,
+                        uint32_t *handle, struct cx_space_pipe_info *out);
+long cx_space_read_next(struct cx_space_client *c, uint32_t handle, void *buf, size_t cap,
+                        struct cx_seg_info *info, int timeout_ms);
+
+/* Pushes: the next reader address the server announced for a writer's handle (a reader
+ * attached after the pipe was created). Returns 1 and fills addr, 0 when none is queued. */
+int cx_space_next_reader(struct cx_space_client *c, uint32_t handle, char *addr, size_t cap);
+
+/* Ends a handle (reader or writer) on the server and here. */
+int cx_space_stop(struct cx_space_client *c, uint32_t handle);
+
+/* One LOOKUP over UDP to "host:port", retransmitted every timeout_ms up to tries times.
+ * Needs no connection: the cheap request/reply of the paper. */
+int cx_space_udp_lookup(const char *hostport, const char *name, int timeout_ms, int tries,
+                        struct cx_space_pipe_info *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

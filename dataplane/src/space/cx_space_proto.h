@@ -1,0 +1,147 @@
+/* The space protocol: what clients and the space server (confluxd --role=space) say to each
+ * other (seed pi-channels.txt, Figure 6: get/put requests, segments, forwarding).
+ *
+ * Every message is one frame (common/cx_frame.h) and its payload:
+ *
+ *   requests   type LOOKUP (name table, pipes) or FORMAT (format service); seq = request id
+ *              chosen by the client; payload = op byte + op fields (below).
+ *   replies    same type, flag REPLY, same seq; payload = op, status (0 or a negative
+ *              errno), the error text when status < 0, then the op's results.
+ *   pushes     type LOOKUP, flag REPLY, seq 0: unsolicited news from the server
+ *              (CX_SP_READER_JOINED: a reader attached to a pipe this link writes).
+ *   segments   type DATA; channel = a handle the client chose in PUT or READ; seq =
+ *              segment id; format = the segment's format token. Writer -> server appends;
+ *              server -> reader streams. Flag END (empty payload) ends the pipe.
+ *   acks       type ACK, flag ACK, channel = the writer's handle, ack = highest segment id
+ *              the space holds (per its fsync policy). Cumulative.
+ *
+ * Field encoding, little-endian: u8/u16/u32/u64; str = u16 length + bytes (no NUL);
+ * blob = u32 length + bytes. Requests:
+ *
+ *   LOOKUP   str name                              -> pipe
+ *   GET      str name, u64 format, str reader_addr -> pipe (binds the name if unbound;
+ *                                                    registers reader_addr if not empty)
+ *   PUT      u8 mode, u32 handle, str name, u64 format, str writer_addr
+ *                                                  -> pipe + destinations (known readers)
+ *   READ     u32 handle, str name, u64 from_id     -> pipe; then segments on handle
+ *   STOP     u32 handle                            -> nothing (stops a READ or drops a PUT)
+ *   UNLINK   str name                              -> pipe (what it was)
+ *   LIST     -                                     -> u32 n, n x (str name, u64 id, u64 format)
+ *   FMT_PUT  blob description                      -> u64 token
+ *   FMT_GET  u64 token                             -> blob description
+ *
+ *   pipe = u64 pipe_id, u64 format, u64 first_id, u64 last_id, u8 ended, u8 writer_open,
+ *          u16 n, n x str address
+ *
+ * Decoders check every length against the buffer and return -EPROTO with a message on a
+ * malformed payload; decoded strings point into the payload (not NUL-terminated: use the
+ * lengths) and are valid while it is.
+ */
+#ifndef CX_SPACE_PROTO_H
+#define CX_SPACE_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum cx_space_op {
+    CX_SP_LOOKUP = 1,
+    CX_SP_GET = 2,
+    CX_SP_PUT = 3,
+    CX_SP_READ = 4,
+    CX_SP_STOP = 5,
+    CX_SP_UNLINK = 6,
+    CX_SP_LIST = 7,
+    CX_SP_FMT_PUT = 8,
+    CX_SP_FMT_GET = 9,
+    CX_SP_READER_JOINED = 10, /* push */
+};
+
+/* pi_create modes (seed: CREATE for new pipes, APPEND to resume writing). */
+enum cx_space_mode { CX_SP_CREATE = 1, CX_SP_APPEND = 2 };
+
+/* Most addresses one pipe reply lists, and the longest address. */
+#define CX_SP_MAX_ADDRS 16
+#define CX_SP_ADDR_MAX 127
+
+struct cx_sp_str {
+    const char *p;
+    uint16_t len;
+};
+
+struct cx_sp_request {
+    uint8_t op;
+    uint8_t mode;       /* PUT */
+    uint32_t handle;    /* PUT, READ, STOP */
+    struct cx_sp_str name;
+    struct cx_sp_str addr; /* GET: reader, PUT: writer */
+    uint64_t format;    /* GET, PUT */
+    uint64_t from_id;   /* READ */
+    uint64_t token;     /* FMT_GET */
+    const uint8_t *blob; /* FMT_PUT */
+    uint32_t blob_len;
+};
+
+struct cx_sp_pipe {
+    uint64_t pipe_id, format, first_id, last_id;
+    uint8_t ended, writer_open;
+    uint16_t naddrs;
+    struct cx_sp_str addrs[CX_SP_MAX_ADDRS];
+};
+
+struct cx_sp_reply {
+    uint8_t op;
+    int32_t status;
+    struct cx_sp_str error; /* status < 0 */
+    struct cx_sp_pipe pipe; /* LOOKUP GET PUT READ UNLINK, READER_JOINED (addrs[0]) */
+    uint64_t token;         /* FMT_PUT */
+    const uint8_t *blob;    /* FMT_GET description; LIST: the raw entries */
+    uint32_t blob_len;
+    uint32_t count;         /* LIST */
+};
+
+/* A growable output buffer for encoders (heap, or a caller's fixed array with cap). */
+struct cx_sp_buf {
+    uint8_t *p;
+    size_t len, cap;
+    int fixed; /* 1: p is the caller's; growing fails with -EMSGSIZE */
+    int err;   /* first error, sticky */
+};
+
+void cx_sp_buf_u8(struct cx_sp_buf *b, uint8_t v);
+void cx_sp_buf_u16(struct cx_sp_buf *b, uint16_t v);
+void cx_sp_buf_u32(struct cx_sp_buf *b, uint32_t v);
+void cx_sp_buf_u64(struct cx_sp_buf *b, uint64_t v);
+void cx_sp_buf_str(struct cx_sp_buf *b, const char *s, size_t len);
+void cx_sp_buf_blob(struct cx_sp_buf *b, const void *p, uint32_t len);
+void cx_sp_buf_free(struct cx_sp_buf *b);
+
+/* Encodes a request (fields by op, as above). Returns 0 or b->err (-EINVAL for a string
+ * over 65535 bytes, -ENOMEM, -EMSGSIZE). */
+int cx_sp_encode_request(struct cx_sp_buf *b, const struct cx_sp_request *r);
+/* Encodes the start of a reply: op, status and, when status < 0, the error text. */
+int cx_sp_encode_reply_head(struct cx_sp_buf *b, uint8_t op, int32_t status, const char *error);
+/* Encodes a pipe result (after the head). */
+int cx_sp_encode_pipe(struct cx_sp_buf *b, const struct cx_sp_pipe *p);
+
+/* Parse a request or a reply payload. 0, or -EPROTO with cx_errmsg naming the problem. */
+int cx_sp_decode_request(const uint8_t *in, size_t len, struct cx_sp_request *r);
+int cx_sp_decode_reply(const uint8_t *in, size_t len, struct cx_sp_reply *r);
+
+/* Walks LIST entries of a decoded reply: call with *off = 0, returns 1 and fills the entry
+ * while there is one, 0 at the end, -EPROTO when malformed. */
+int cx_sp_list_next(const struct cx_sp_reply *r, size_t *off, struct cx_sp_str *name,
+                    uint64_t *pipe_id, uint64_t *format);
+
+/* Copies a protocol string into a NUL-terminated buffer; -ENAMETOOLONG if it does not fit. */
+int cx_sp_str_copy(struct cx_sp_str s, char *out, size_t cap);
+
+const char *cx_sp_op_name(uint8_t op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,856 @@
+/* The space server's TCP side: clients on the progress engine, the name table, pipes,
+ * writers' appends with acks, readers' streams (cx_space_server.h). The UDP lookup service
+ * is in cx_space_udp.c. Everything here runs on the engine thread, so pipes and
+ * connections need no locks; the name table and format store are locked on their own
+ * because the UDP threads read them too.
+ */
+#include "space/cx_space_server.h"
+
+#include "common/cx_error.h"
+#include "engine/cx_engine.h"
+#include "space/cx_nametable.h"
+#include "space/cx_space_formats.h"
+#include "space/cx_space_proto.h"
+#include "space/cx_space_server_int.h"
+#include "transport/cx_addr.h"
+#include "transport/cx_driver.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define READER_WINDOW (4u << 20) /* bytes queued on a link before a reader's stream waits */
+#define MAX_READER_ADDRS CX_SP_MAX_ADDRS
+
+enum hkind { H_WRITER = 1, H_READER = 2 };
+
+struct handle {
+    uint32_t id;
+    int kind;
+    struct spipe *p;
+    struct cx_seg_iter it; /* reader: next segment to stream */
+    uint64_t ack_due;      /* writer: highest id stored */
+    int ack_pending;       /* writer: an ack (of ack_due) is owed */
+    int end_acked;         /* writer: the END was stored; the next ack says so */
+    int end_sent;          /* reader: END frame sent */
+};
+
+struct conn {
+    struct cx_space_server *s;
+    struct cx_link *link;
+    int src;
+    int dead;
+    struct handle *h;
+    size_t nh, caph;
+    struct conn *next;
+};
+
+struct reader_addr {
+    char addr[CX_SP_ADDR_MAX + 1];
+    struct conn *owner;
+};
+
+struct spipe {
+    char name[CX_SPACE_NAME_MAX + 1];
+    uint64_t pipe_id, format;
+    struct cx_seg_pipe *seg;
+    struct conn *writer;
+    uint32_t writer_handle;
+    char writer_addr[CX_SP_ADDR_MAX + 1];
+    struct reader_addr readers[MAX_READER_ADDRS];
+    int nreaders;
+    struct spipe *next;
+};
+
+static void logf_(struct cx_space_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(struct cx_space_server *s, const char *fmt, ...)
+{
+    if (s->opts.quiet)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "confluxd space: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+#define STAT_ADD(s, f, n) __atomic_fetch_add(&(s)->stats.f, (n), __ATOMIC_RELAXED)
+
+/* ---- pipes ------------------------------------------------------------------------- */
+
+static struct spipe *pipe_find(struct cx_space_server *s, uint64_t id)
+{
+    for (struct spipe *p = s->pipes; p; p = p->next)
+        if (p->pipe_id == id)
+            return p;
+    return NULL;
+}
+
+/* The open pipe of a name-table entry, opened (created on disk) at first use. */
+static int pipe_get(struct cx_space_server *s, const struct cx_name_entry *e, struct spipe **out)
+{
+    struct spipe *p = pipe_find(s, e->pipe_id);
+    if (p) {
+        *out = p;
+        return 0;
+    }
+    p = calloc(1, sizeof *p);
+    if (!p)
+        return cx_err_set(ENOMEM, "space: pipe state");
+    char store_name[CX_PIPE_NAME_LEN];
+    cx_nametable_pipe_name(e->pipe_id, store_name);
+    int rc = cx_segstore_pipe_open(s->store, store_name, &s->opts.pipe, 1, &p->seg);
+    if (rc < 0) {
+        free(p);
+        return cx_err_wrap(rc, "pipe '%s'", e->name);
+    }
+    snprintf(p->name, sizeof p->name, "%s", e->name);
+    p->pipe_id = e->pipe_id;
+    p->format = e->format;
+    p->next = s->pipes;
+    s->pipes = p;
+    STAT_ADD(s, pipes_open, 1);
+    return *out = p, 0;
+}
+
+static void pipe_close(struct cx_space_server *s, struct spipe *p)
+{
+    for (struct spipe **pp = &s->pipes; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    cx_segstore_pipe_close(p->seg);
+    __atomic_fetch_sub(&s->stats.pipes_open, 1, __ATOMIC_RELAXED);
+    free(p);
+}
+
+static void pipe_fill(struct spipe *p, struct cx_sp_pipe *out)
+{
+    struct cx_seg_stat st;
+    cx_segstore_stat(p->seg, &st);
+    memset(out, 0, sizeof *out);
+    out->pipe_id = p->pipe_id;
+    out->format = p->format;
+    out->first_id = st.first_id;
+    out->last_id = st.last_id;
+    out->ended = (uint8_t)st.ended;
+    out->writer_open = p->writer != NULL;
+}
+
+static void reader_forget_conn(struct spipe *p, struct conn *c)
+{
+    for (int i = 0; i < p->nreaders;)
+        if (p->readers[i].owner == c)
+            p->readers[i] = p->readers[--p->nreaders];
+        else
+            i++;
+}
+
+/* ---- sending ----------------------------------------------------------------------- */
+
+static int conn_send(struct conn *c, const struct cx_frame_hdr *h, const void *p, size_t len)
+{
+    struct iovec iov = {(void *)p, len};
+    int rc = cx_link_send(c->link, h, &iov, len ? 1 : 0);
+    if (rc < 0)
+        c->dead = 1;
+    return rc;
+}
+
+static void reply(struct conn *c, uint8_t type, uint64_t seq, struct cx_sp_buf *b)
+{
+    struct cx_frame_hdr h = {.type = type, .flags = CX_FRAME_F_REPLY, .seq = seq};
+    if (b->err) { /* could not encode the answer: say so instead */
+        struct cx_sp_buf e = {0};
+        cx_sp_encode_reply_head(&e, b->len ? b->p[0] : 0, b->err, cx_errmsg());
+        conn_send(c, &h, e.p, e.len);
+        cx_sp_buf_free(&e);
+        return;
+    }
+    conn_send(c, &h, b->p, b->len);
+}
+
+static void reply_error(struct conn *c, uint8_t type, uint64_t seq, uint8_t op, int rc)
+{
+    struct cx_sp_buf b = {0};
+    cx_sp_encode_reply_head(&b, op, rc, cx_errmsg());
+    reply(c, type, seq, &b);
+    cx_sp_buf_free(&b);
+}
+
+/* An error on a handle outside any request (a refused segment): a push naming the handle. */
+static void push_handle_error(struct conn *c, uint32_t handle, uint8_t op, int rc)
+{
+    struct cx_sp_buf b = {0};
+    cx_sp_encode_reply_head(&b, op, rc, cx_errmsg());
+    struct cx_frame_hdr h = {.type = CX_FRAME_LOOKUP, .flags = CX_FRAME_F_REPLY, .channel = handle};
+    if (!b.err)
+        conn_send(c, &h, b.p, b.len);
+    cx_sp_buf_free(&b);
+}
+
+/* ---- handles ----------------------------------------------------------------------- */
+
+static struct handle *handle_find(struct conn *c, uint32_t id)
+{
+    for (size_t i = 0; i < c->nh; i++)
+        if (c->h[i].id == id)
+            return &c->h[i];
+    return NULL;
+}
+
+static struct handle *handle_add(struct conn *c, uint32_t id)
+{
+    if (id == 0) {
+        cx_err_set(EINVAL, "handle 0 is reserved");
+        return NULL;
+    }
+    if (handle_find(c, id)) {
+        cx_err_set(EEXIST, "handle %u is in use on this connection", id);
+        return NULL;
+    }
+    if (c->nh == c->caph) {
+        size_t cap = c->caph ? c->caph * 2 : 8;
+        struct handle *h = realloc(c->h, cap * sizeof *h);
+        if (!h) {
+            cx_err_set(ENOMEM, "handles");
+            return NULL;
+        }
+        c->h = h;
+        c->caph = cap;
+    }
+    struct handle *h = &c->h[c->nh++];
+    memset(h, 0, sizeof *h);
+    h->id = id;
+    return h;
+}
+
+static void handle_drop(struct conn *c, struct handle *h)
+{
+    if (h->kind == H_WRITER && h->p && h->p->writer == c && h->p->writer_handle == h->id)
+        h->p->writer = NULL;
+    *h = c->h[--c->nh];
+}
+
+/* ---- readers' streams -------------------------------------------------------------- */
+
+/* Streams what is stored for one reader handle until the link's window is full. */
+static int pump_reader(struct cx_space_server *s, struct conn *c, struct handle *h)
+{
+    int sent = 0;
+    while (!c->dead && !h->end_sent && cx_link_pending(c->link) < READER_WINDOW) {
+        struct cx_seg_info info;
+        long n = cx_segstore_iter_next(&h->it, s->scratch, s->scratch_cap, &info);
+        if (n == -EMSGSIZE) {
+            void *p = realloc(s->scratch, info.length);
+            if (!p)
+                return sent;
+            s->scratch = p;
+            s->scratch_cap = info.length;
+            continue;
+        }
+        if (n == -EAGAIN)
+            break;
+        if (n == -EPIPE) {
+            struct cx_frame_hdr e = {.type = CX_FRAME_DATA, .flags = CX_FRAME_F_END,
+                                     .channel = h->id, .seq = cx_segstore_iter_tell(&h->it)};
+            conn_send(c, &e, NULL, 0);
+            h->end_sent = 1;
+            break;
+        }
+        if (n < 0) { /* dropped by retention, or damaged: tell the reader, stop its stream */
+            push_handle_error(c, h->id, CX_SP_READ, (int)n);
+            h->end_sent = 1;
+            break;
+        }
+        struct cx_frame_hdr d = {.type = CX_FRAME_DATA, .channel = h->id, .seq = info.seg_id,
+                                 .format = info.format};
+        if (conn_send(c, &d, s->scratch, (size_t)n) < 0)
+            break;
+        STAT_ADD(s, segments_out, 1);
+        STAT_ADD(s, bytes_out, (uint64_t)n);
+        sent++;
+    }
+    return sent;
+}
+
+static void pump_pipe_readers(struct cx_space_server *s, struct spipe *p)
+{
+    for (struct conn *c = s->conns; c; c = c->next)
+        for (size_t i = 0; i < c->nh; i++)
+            if (c->h[i].kind == H_READER && c->h[i].p == p)
+                pump_reader(s, c, &c->h[i]);
+}
+
+/* ---- requests ---------------------------------------------------------------------- */
+
+static int req_name(const struct cx_sp_request *q, char *out)
+{
+    if (cx_sp_str_copy(q->name, out, CX_SPACE_NAME_MAX + 1) < 0)
+        return cx_err_set(EINVAL, "pipe name of %u bytes (max %d)", q->name.len, CX_SPACE_NAME_MAX);
+    return cx_space_name_check(out);
+}
+
+/* The entry for a name, bound now when absent (GET and PUT bind, as in the paper). */
+static int lookup_or_bind(struct cx_space_server *s, const char *name, uint64_t format,
+                          struct cx_name_entry *e)
+{
+    int rc = cx_nametable_lookup(s->names, name, e);
+    if (rc == -ENOENT) {
+        rc = cx_nametable_bind(s->names, name, format, e);
+        if (rc == -EEXIST) /* a UDP thread cannot bind, so only a race with ourselves */
+            rc = cx_nametable_lookup(s->names, name, e);
+    }
+    return rc;
+}
+
+static void reply_pipe(struct conn *c, uint64_t seq, uint8_t op, struct spipe *p, int with_readers)
+{
+    struct cx_sp_pipe out;
+    pipe_fill(p, &out);
+    if (with_readers) {
+        for (int i = 0; i < p->nreaders; i++)
+            out.addrs[out.naddrs++] = (struct cx_sp_str){p->readers[i].addr, (uint16_t)strlen(p->readers[i].addr)};
+    } else if (p->writer_addr[0] && p->writer) {
+        out.addrs[out.naddrs++] = (struct cx_sp_str){p->writer_addr, (uint16_t)strlen(p->writer_addr)};
+    }
+    struct cx_sp_buf b = {0};
+    cx_sp_encode_reply_head(&b, op, 0, NULL);
+    cx_sp_encode_pipe(&b, &out);
+    reply(c, CX_FRAME_LOOKUP, seq, &b);
+    cx_sp_buf_free(&b);
+}
+
+static int do_get(struct cx_space_server *s, struct conn *c, uint64_t seq, const struct cx_sp_request *q)
+{
+    char name[CX_SPACE_NAME_MAX + 1];
+    struct cx_name_entry e;
+    struct spipe *p;
+    int rc = req_name(q, name);
+    if (rc == 0)
+        rc = lookup_or_bind(s, name, q->format, &e);
+    if (rc == 0)
+        rc = pipe_get(s, &e, &p);
+    if (rc < 0)
+        return rc;
+    if (q->addr.len) {
+        char addr[CX_SP_ADDR_MAX + 1];
+        cx_sp_str_copy(q->addr, addr, sizeof addr);
+        int known = 0;
+        for (int i = 0; i < p->nreaders; i++)
+            if (strcmp(p->readers[i].addr, addr) == 0) {
+                p->readers[i].owner = c;
+                known = 1;
+            }
+        if (!known) {
+            if (p->nreaders == MAX_READER_ADDRS)
+                return cx_err_set(ENOSPC, "pipe '%s' has %d registered readers (the most)", name,
+                                  MAX_READER_ADDRS);
+            struct reader_addr *r = &p->readers[p->nreaders++];
+            snprintf(r->addr, sizeof r->addr, "%s", addr);
+            r->owner = c;
+        }
+        if (p->writer) { /* the writer streams to known readers: tell it (Figure 6, #39-#44) */
+            struct cx_sp_pipe out;
+            pipe_fill(p, &out);
+            out.addrs[0] = q->addr;
+            out.naddrs = 1;
+            struct cx_sp_buf b = {0};
+            cx_sp_encode_reply_head(&b, CX_SP_READER_JOINED, 0, NULL);
+            cx_sp_encode_pipe(&b, &out);
+            struct cx_frame_hdr h = {.type = CX_FRAME_LOOKUP, .flags = CX_FRAME_F_REPLY,
+                                     .channel = p->writer_handle};
+            if (!b.err)
+                conn_send(p->writer, &h, b.p, b.len);
+            cx_sp_buf_free(&b);
+        }
+    }
+    reply_pipe(c, seq, CX_SP_GET, p, 0);
+    return 0;
+}
+
+static int do_put(struct cx_space_server *s, struct conn *c, uint64_t seq, const struct cx_sp_request *q)
+{
+    char name[CX_SPACE_NAME_MAX + 1];
+    struct cx_name_entry e;
+    struct spipe *p;
+    int rc = req_name(q, name);
+    if (rc == 0)
+        rc = lookup_or_bind(s, name, q->format, &e);
+    if (rc == 0)
+        rc = pipe_get(s, &e, &p);
+    if (rc < 0)
+        return rc;
+    struct cx_seg_stat st;
+    cx_segstore_stat(p->seg, &st);
+    if (p->writer && p->writer != c)
+        return cx_err_set(EBUSY, "pipe '%s' has a writer already (single writer per pipe)", name);
+    if (q->mode == CX_SP_CREATE && (st.last_id > 0 || st.ended))
+        return cx_err_set(EEXIST, "pipe '%s' exists with %" PRIu64 " segments%s: open it with "
+                          "APPEND to resume writing, or unlink it first", name, st.last_id,
+                          st.ended ? " and is closed" : "");
+    /* a writer may declare another format than the binding's: segments carry their own
+     * tokens and readers convert, so this is not an error */
+    struct handle *h = handle_add(c, q->handle);
+    if (!h)
+        return -cx_errcode();
+    h->kind = H_WRITER;
+    h->p = p;
+    p->writer = c;
+    p->writer_handle = q->handle;
+    cx_sp_str_copy(q->addr, p->writer_addr, sizeof p->writer_addr);
+    reply_pipe(c, seq, CX_SP_PUT, p, 1);
+    return 0;
+}
+
+static int do_read(struct cx_space_server *s, struct conn *c, uint64_t seq, const struct cx_sp_request *q)
+{
+    char name[CX_SPACE_NAME_MAX + 1];
+    struct cx_name_entry e;
+    struct spipe *p;
+    int rc = req_name(q, name);
+    if (rc == 0)
+        rc = cx_nametable_lookup(s->names, name, &e);
+    if (rc == 0)
+        rc = pipe_get(s, &e, &p);
+    if (rc < 0)
+        return rc;
+    struct handle *h = handle_add(c, q->handle);
+    if (!h)
+        return -cx_errcode();
+    h->kind = H_READER;
+    h->p = p;
+    cx_segstore_iter_init(p->seg, q->from_id, &h->it);
+    reply_pipe(c, seq, CX_SP_READ, p, 0);
+    pump_reader(s, c, h);
+    return 0;
+}
+
+static int do_unlink(struct cx_space_server *s, struct conn *c, uint64_t seq, const struct cx_sp_request *q)
+{
+    char name[CX_SPACE_NAME_MAX + 1];
+    struct cx_name_entry e;
+    int rc = req_name(q, name);
+    if (rc == 0)
+        rc = cx_nametable_lookup(s->names, name, &e);
+    if (rc < 0)
+        return rc;
+    struct spipe *p = pipe_find(s, e.pipe_id);
+    if (p && p->writer) /* the paper: pi_unlink returns -1 for open pipes */
+        return cx_err_set(EBUSY, "pipe '%s' is open for writing; close it first", name);
+    struct cx_sp_pipe out = {.pipe_id = e.pipe_id, .format = e.format};
+    if (p) {
+        pipe_fill(p, &out);
+        /* readers still streaming it see it end where it is */
+        for (struct conn *k = s->conns; k; k = k->next)
+            for (size_t i = 0; i < k->nh;)
+                if (k->h[i].p == p) {
+                    struct cx_frame_hdr end = {.type = CX_FRAME_DATA, .flags = CX_FRAME_F_END,
+                                               .channel = k->h[i].id, .seq = cx_segstore_iter_tell(&k->h[i].it)};
+                    conn_send(k, &end, NULL, 0);
+                    handle_drop(k, &k->h[i]);
+                } else {
+                    i++;
+                }
+        pipe_close(s, p);
+    }
+    if ((rc = cx_nametable_unlink(s->names, name, NULL)) < 0)
+        return rc;
+    char store_name[CX_PIPE_NAME_LEN];
+    cx_nametable_pipe_name(e.pipe_id, store_name);
+    rc = cx_segstore_pipe_unlink(s->store, store_name);
+    if (rc < 0 && rc != -ENOENT)
+        logf_(s, "unlink '%s': the name is free but its log stays: %s", name, cx_errmsg());
+    struct cx_sp_buf b = {0};
+    cx_sp_encode_reply_head(&b, CX_SP_UNLINK, 0, NULL);
+    cx_sp_encode_pipe(&b, &out);
+    reply(c, CX_FRAME_LOOKUP, seq, &b);
+    cx_sp_buf_free(&b);
+    return 0;
+}
+
+static int do_lookup(struct cx_space_server *s, struct conn *c, uint64_t seq, const struct cx_sp_request *q)
+{
+    char name[CX_SPACE_NAME_MAX + 1];
+    struct cx_name_entry e;
+    int rc = req_name(q, name);
+    if (rc == 0)
+        rc = cx_nametable_lookup(s->names, name, &e);
+    if (rc < 0)
+        return rc;
+    struct spipe *p = pipe_find(s, e.pipe_id);
+    if (p) {
+        reply_pipe(c, seq, CX_SP_LOOKUP, p, 0);
+        return 0;
+    }
+    struct cx_sp_pipe out = {.pipe_id = e.pipe_id, .format = e.format};
+    struct cx_sp_buf b = {0};
+    cx_sp_encode_reply_head(&b, CX_SP_LOOKUP, 0, NULL);
+    cx_sp_encode_pipe(&b, &out);
+    reply(c, CX_FRAME_LOOKUP, seq, &b);
+    cx_sp_buf_free(&b);
+    return 0;
+}
+
+static int do_list(struct cx_space_server *s, struct conn *c, uint64_t seq)
+{
+    size_t n = cx_nametable_list(s->names, NULL, 0);
+    struct cx_name_entry *all = n ? malloc(n * sizeof *all) : NULL;
+    if (n && !all)
+        return cx_err_set(ENOMEM, "list");
+    n = cx_nametable_list(s->names, all, n);
+    struct cx_sp_buf b = {0};
+    cx_sp_encode_reply_head(&b, CX_SP_LIST, 0, NULL);
+    cx_sp_buf_u32(&b, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        cx_sp_buf_str(&b, all[i].name, strlen(all[i].name));
+        cx_sp_buf_u64(&b, all[i].pipe_id);
+        cx_sp_buf_u64(&b, all[i].format);
+    }
+    reply(c, CX_FRAME_LOOKUP, seq, &b);
+    cx_sp_buf_free(&b);
+    free(all);
+    return 0;
+}
+
+static int do_format(struct cx_space_server *s, struct conn *c, uint64_t seq, const struct cx_sp_request *q)
+{
+    struct cx_sp_buf b = {0};
+    int rc;
+    if (q->op == CX_SP_FMT_PUT) {
+        uint64_t token;
+        if ((rc = cx_space_formats_put(s->formats, q->blob, q->blob_len, &token)) < 0)
+            return rc;
+        cx_sp_encode_reply_head(&b, q->op, 0, NULL);
+        cx_sp_buf_u64(&b, token);
+    } else {
+        uint8_t *desc;
+        size_t len;
+        if ((rc = cx_space_formats_get(s->formats, q->token, &desc, &len)) < 0)
+            return rc;
+        cx_sp_encode_reply_head(&b, q->op, 0, NULL);
+        cx_sp_buf_blob(&b, desc, (uint32_t)len);
+        free(desc);
+    }
+    reply(c, CX_FRAME_FORMAT, seq, &b);
+    cx_sp_buf_free(&b);
+    return 0;
+}
+
+static void on_request(struct conn *c, const struct cx_frame_hdr *h, const void *payload, size_t len)
+{
+    struct cx_space_server *s = c->s;
+    struct cx_sp_request q;
+    STAT_ADD(s, requests, 1);
+    int rc = cx_sp_decode_request(payload, len, &q);
+    if (rc == 0 && h->type == CX_FRAME_FORMAT && q.op != CX_SP_FMT_PUT && q.op != CX_SP_FMT_GET)
+        rc = cx_err_set(EPROTO, "%s sent in a FORMAT frame", cx_sp_op_name(q.op));
+    if (rc == 0) {
+        switch (q.op) {
+        case CX_SP_LOOKUP: rc = do_lookup(s, c, h->seq, &q); break;
+        case CX_SP_GET: rc = do_get(s, c, h->seq, &q); break;
+        case CX_SP_PUT: rc = do_put(s, c, h->seq, &q); break;
+        case CX_SP_READ: rc = do_read(s, c, h->seq, &q); break;
+        case CX_SP_UNLINK: rc = do_unlink(s, c, h->seq, &q); break;
+        case CX_SP_LIST: rc = do_list(s, c, h->seq); break;
+        case CX_SP_FMT_PUT:
+        case CX_SP_FMT_GET: rc = do_format(s, c, h->seq, &q); break;
+        case CX_SP_STOP: {
+            struct handle *hd = handle_find(c, q.handle);
+            if (hd)
+                handle_drop(c, hd);
+            struct cx_sp_buf b = {0};
+            cx_sp_encode_reply_head(&b, CX_SP_STOP, 0, NULL);
+            reply(c, h->type, h->seq, &b);
+            cx_sp_buf_free(&b);
+            break;
+        }
+        default: rc = cx_err_set(EPROTO, "op %s is not a request", cx_sp_op_name(q.op));
+        }
+    }
+    if (rc < 0)
+        reply_error(c, h->type, h->seq, len ? ((const uint8_t *)payload)[0] : 0, rc);
+}
+
+/* A writer's segment (or its END). Acks are sent once per progress batch (conn_poll). */
+static void on_segment(struct conn *c, const struct cx_frame_hdr *h, const void *payload, size_t len)
+{
+    struct cx_space_server *s = c->s;
+    struct handle *hd = handle_find(c, h->channel);
+    if (!hd || hd->kind != H_WRITER) {
+        cx_err_set(EBADF, "segment %" PRIu64 " on handle %u, which is not open for writing here",
+                   h->seq, h->channel);
+        push_handle_error(c, h->channel, CX_SP_PUT, -EBADF);
+        return;
+    }
+    struct spipe *p = hd->p;
+    int rc;
+    if (h->flags & CX_FRAME_F_END) {
+        rc = cx_segstore_end(p->seg);
+    } else if (len > s->opts.max_segment) {
+        rc = cx_err_set(EMSGSIZE, "segment %" PRIu64 " of %zu bytes exceeds this space's limit of %u",
+                        h->seq, len, s->opts.max_segment);
+    } else {
+        struct iovec iov = {(void *)payload, len};
+        rc = cx_segstore_append(p->seg, h->seq, h->format, &iov, 1);
+        if (rc == 0) {
+            STAT_ADD(s, segments_in, 1);
+            STAT_ADD(s, bytes_in, len);
+        }
+    }
+    if (rc < 0) {
+        cx_err_wrap(rc, "pipe '%s'", p->name);
+        push_handle_error(c, hd->id, CX_SP_PUT, rc);
+        return;
+    }
+    if (h->seq > hd->ack_due)
+        hd->ack_due = h->seq;
+    hd->ack_pending = 1;
+    if (h->flags & CX_FRAME_F_END)
+        hd->end_acked = 1;
+    pump_pipe_readers(s, p);
+}
+
+static void on_frame(void *arg, const struct cx_frame_hdr *h, const void *payload, size_t len)
+{
+    struct conn *c = arg;
+    if (c->dead)
+        return;
+    switch (h->type) {
+    case CX_FRAME_LOOKUP:
+    case CX_FRAME_FORMAT:
+        if (!(h->flags & CX_FRAME_F_REPLY))
+            on_request(c, h, payload, len);
+        break;
+    case CX_FRAME_DATA:
+        on_segment(c, h, payload, len);
+        break;
+    default: /* acks and control frames from clients carry nothing for the server */
+        break;
+    }
+}
+
+/* ---- connections on the engine ----------------------------------------------------- */
+
+static void conn_free(struct cx_space_server *s, struct conn *c)
+{
+    for (struct conn **pp = &s->conns; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    for (struct spipe *p = s->pipes; p; p = p->next) {
+        if (p->writer == c)
+            p->writer = NULL;
+        reader_forget_conn(p, c);
+    }
+    if (c->src >= 0)
+        cx_engine_remove(s->engine, c->src);
+    cx_link_close(c->link);
+    free(c->h);
+    free(c);
+    __atomic_fetch_sub(&s->stats.clients, 1, __ATOMIC_RELAXED);
+}
+
+static int conn_poll(void *ctx, int budget)
+{
+    struct conn *c = ctx;
+    struct cx_space_server *s = c->s;
+    int n = cx_link_progress(c->link, on_frame, c, budget);
+    if (n < 0 || c->dead)
+        return n < 0 ? n : -ECONNRESET;
+    for (size_t i = 0; i < c->nh; i++) {
+        struct handle *h = &c->h[i];
+        if (h->kind == H_WRITER && h->ack_pending) {
+            struct cx_frame_hdr a = {.type = CX_FRAME_ACK, .flags = CX_FRAME_F_ACK,
+                                     .channel = h->id, .ack = h->ack_due};
+            if (h->end_acked)
+                a.flags |= CX_FRAME_F_END;
+            conn_send(c, &a, NULL, 0);
+            h->ack_pending = 0;
+            n++;
+        } else if (h->kind == H_READER) {
+            n += pump_reader(s, c, h);
+        }
+    }
+    return c->dead ? -ECONNRESET : n;
+}
+
+static int conn_arm(void *ctx)
+{
+    struct conn *c = ctx;
+    return cx_link_arm(c->link);
+}
+
+static void conn_error(void *ctx, int rc)
+{
+    struct conn *c = ctx;
+    (void)rc;
+    conn_free(c->s, c);
+}
+
+static int accept_poll(void *ctx, int budget)
+{
+    struct cx_space_server *s = ctx;
+    int n = 0;
+    while (n < budget) {
+        struct cx_link *k;
+        int rc = s->link_ops->accept(s->listener, 0, &k);
+        if (rc == -ETIMEDOUT || rc == -EAGAIN)
+            break;
+        if (rc < 0) {
+            logf_(s, "accept failed: %s", cx_errmsg());
+            break;
+        }
+        struct conn *c = calloc(1, sizeof *c);
+        if (!c) {
+            cx_link_close(k);
+            break;
+        }
+        c->s = s;
+        c->link = k;
+        struct cx_driver_caps caps;
+        cx_link_caps(k, &caps);
+        struct cx_engine_source src = {.name = "space-client", .poll = conn_poll, .arm = conn_arm,
+                                       .on_error = conn_error, .ctx = c, .fd = cx_link_fd(k),
+                                       .cost = caps.poll_cost ? caps.poll_cost : 8};
+        c->next = s->conns;
+        s->conns = c;
+        STAT_ADD(s, clients, 1);
+        c->src = cx_engine_add(s->engine, &src);
+        if (c->src < 0) {
+            logf_(s, "client refused: %s", cx_errmsg());
+            conn_free(s, c);
+            break;
+        }
+        n++;
+    }
+    return n;
+}
+
+/* The fsync interval: every open pipe gets its due sync from this timer. */
+static int timer_poll(void *ctx, int budget)
+{
+    struct cx_space_server *s = ctx;
+    (void)budget;
+    uint64_t ticks;
+    if (read(s->timer_fd, &ticks, sizeof ticks) != (ssize_t)sizeof ticks)
+        return 0;
+    for (struct spipe *p = s->pipes; p; p = p->next)
+        if (cx_segstore_sync_due(p->seg) < 0)
+            logf_(s, "pipe '%s': fsync failed: %s", p->name, cx_errmsg());
+    return 1;
+}
+
+/* ---- start / stop ------------------------------------------------------------------ */
+
+int cx_space_server_start(const struct cx_space_server_opts *o, struct cx_space_server **out)
+{
+    if (!o || !o->dir || !*o->dir)
+        return cx_err_set(EINVAL, "space server: a store directory is required");
+    struct cx_space_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return cx_err_set(ENOMEM, "space server");
+    s->opts = *o;
+    if (!s->opts.listen)
+        s->opts.listen = "tcp://127.0.0.1:0";
+    if (!s->opts.max_segment)
+        s->opts.max_segment = 64u << 20;
+    if (s->opts.udp_threads <= 0)
+        s->opts.udp_threads = 1;
+    s->timer_fd = s->udp_fd = s->udp_stop_fd = -1;
+    int rc;
+    if (mkdir(o->dir, 0755) != 0 && errno != EEXIST) {
+        rc = cx_err_set(errno, "space server: mkdir %s: %s", o->dir, strerror(errno));
+        goto fail;
+    }
+    if ((rc = cx_segstore_open(o->dir, &s->store)) < 0 ||
+        (rc = cx_nametable_open(o->dir, &s->names)) < 0 ||
+        (rc = cx_space_formats_open(o->dir, &s->formats)) < 0)
+        goto fail;
+    if (!(s->link_ops = cx_driver_for(s->opts.listen))) {
+        rc = -EINVAL;
+        goto fail;
+    }
+    if ((rc = s->link_ops->listen(s->opts.listen, &s->listener)) < 0)
+        goto fail;
+    snprintf(s->addr, sizeof s->addr, "%s", s->link_ops->listener_addr(s->listener));
+    if ((rc = cx_space_udp_start(s)) < 0)
+        goto fail;
+    if ((rc = cx_engine_create(&cx_idle_block, &s->engine)) < 0)
+        goto fail;
+    struct cx_engine_source acc = {.name = "space-accept", .poll = accept_poll, .ctx = s,
+                                   .fd = s->link_ops->listener_fd(s->listener), .cost = 8};
+    if ((rc = cx_engine_add(s->engine, &acc)) < 0)
+        goto fail;
+    if (s->opts.pipe.fsync == CX_SEG_FSYNC_INTERVAL && s->opts.pipe.fsync_interval_ms) {
+        s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        uint32_t ms = s->opts.pipe.fsync_interval_ms;
+        struct itimerspec its = {.it_interval = {ms / 1000, (long)(ms % 1000) * 1000000},
+                                 .it_value = {ms / 1000, (long)(ms % 1000) * 1000000}};
+        timerfd_settime(s->timer_fd, 0, &its, NULL);
+        struct cx_engine_source tm = {.name = "space-fsync", .poll = timer_poll, .ctx = s,
+                                      .fd = s->timer_fd, .cost = 8};
+        if ((rc = cx_engine_add(s->engine, &tm)) < 0)
+            goto fail;
+    }
+    if ((rc = cx_engine_start(s->engine)) < 0)
+        goto fail;
+    logf_(s, "serving %s (udp %s) from %s", s->addr, s->udp_addr[0] ? s->udp_addr : "off", o->dir);
+    *out = s;
+    return 0;
+fail:
+    rc = cx_err_wrap(rc, "space server");
+    {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", cx_errmsg());
+        cx_space_server_stop(s);
+        cx_err_set(-rc, "%s", msg);
+    }
+    return rc;
+}
+
+const char *cx_space_server_addr(struct cx_space_server *s) { return s->addr; }
+const char *cx_space_server_udp_addr(struct cx_space_server *s) { return s->udp_addr; }
+
+void cx_space_server_stats(struct cx_space_server *s, struct cx_space_server_stats *out)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    *out = s->stats;
+    out->names = s->names ? cx_nametable_list(s->names, NULL, 0) : 0;
+    out->formats = s->formats ? cx_space_formats_count(s->formats) : 0;
+}
+
+void cx_space_server_stop(struct cx_space_server *s)
+{
+    if (!s)
+        return;
+    if (s->engine)
+        cx_engine_destroy(s->engine); /* the engine thread is gone from here on */
+    s->engine = NULL;
+    cx_space_udp_stop(s);
+    while (s->conns) {
+        struct conn *c = s->conns;
+        c->src = -1;
+        conn_free(s, c);
+    }
+    while (s->pipes)
+        pipe_close(s, s->pipes);
+    if (s->listener)
+        s->link_ops->listener_close(s->listener);
+    if (s->timer_fd >= 0)
+        close(s->timer_fd);
+    cx_space_formats_close(s->formats);
+    cx_nametable_close(s->names);
+    cx_segstore_close(s->store);
+    free(s->scratch);
+    free(s);
+}

@@ -1,0 +1,47 @@
+/* Internals shared by the space server's files (cx_space_server.c, cx_space_udp.c). */
+#ifndef CX_SPACE_SERVER_INT_H
+#define CX_SPACE_SERVER_INT_H
+
+#include "space/cx_space_server.h"
+
+#include <pthread.h>
+
+struct cx_engine;
+struct cx_listener;
+struct cx_nametable;
+struct cx_space_formats;
+struct conn;
+struct spipe;
+
+#define CX_SPACE_MAX_UDP_THREADS 8
+
+struct cx_space_server {
+    struct cx_space_server_opts opts;
+    struct cx_segstore *store;
+    struct cx_nametable *names;
+    struct cx_space_formats *formats;
+    struct cx_engine *engine;
+    const struct cx_driver_ops *link_ops;
+    struct cx_listener *listener;
+    char addr[160];
+    struct conn *conns;  /* engine thread only */
+    struct spipe *pipes; /* engine thread only */
+    void *scratch;       /* engine thread's segment buffer */
+    size_t scratch_cap;
+    int timer_fd;
+    /* UDP lookups */
+    char udp_addr[64];
+    int udp_fd;
+    int udp_stop_fd; /* eventfd that ends the UDP threads */
+    int nudp;
+    pthread_t udp_threads[CX_SPACE_MAX_UDP_THREADS];
+    struct cx_space_server_stats stats; /* updated with atomics */
+};
+
+/* Binds the UDP socket (opts.udp rules) and starts opts.udp_threads threads; a no-op when
+ * opts.udp is "". */
+int cx_space_udp_start(struct cx_space_server *s);
+/* Stops and joins them, closes the socket. Safe when never started. */
+void cx_space_udp_stop(struct cx_space_server *s);
+
+#endif
