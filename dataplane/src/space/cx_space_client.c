@@ -502,14 +502,17 @@ static long read_next_locked(struct cx_space_client *c, uint32_t handle, void *b
                              struct cx_seg_info *info, int timeout_ms)
 {
     double end = now_ms() + timeout_ms;
-    for (;;) {
+    for (int pumped = 0;; pumped = 1) {
         struct chandle *h = hfind(c, handle);
         if (!h || h->writer)
             return cx_err_set(EBADF, "handle %u is not open for reading", handle);
         struct qseg *q = h->head;
         if (q) {
-            if (q->end)
+            if (q->end) {
+                if (info)
+                    *info = (struct cx_seg_info){.seg_id = q->id};
                 return cx_err_set(EPIPE, "end of pipe after segment %" PRIu64, q->id ? q->id - 1 : 0);
+            }
             if (info)
                 *info = (struct cx_seg_info){.seg_id = q->id, .format = q->format, .length = q->len};
             if (q->len > cap)
@@ -527,9 +530,9 @@ static long read_next_locked(struct cx_space_client *c, uint32_t handle, void *b
         if (rc < 0)
             return rc;
         double left = end - now_ms();
-        if (left <= 0)
+        if (left <= 0 && pumped)
             return cx_err_set(ETIMEDOUT, "no segment in %d ms", timeout_ms);
-        if ((rc = pump(c, left > 50 ? 50 : (int)left + 1)) < 0)
+        if ((rc = pump(c, left <= 0 ? 0 : left > 50 ? 50 : (int)left + 1)) < 0)
             return rc;
     }
 }
@@ -571,3 +574,5 @@ int cx_space_stop(struct cx_space_client *c, uint32_t handle)
 {
     return LOCKED(c, stop_locked(c, handle));
 }
+
+int cx_space_client_fd(struct cx_space_client *c) { return cx_link_fd(c->link); }

@@ -84,7 +84,8 @@ uint64_t cx_space_acked(struct cx_space_client *c, uint32_t handle);
 /* Reading. read_start streams name from from_id (0: the first kept) under a new handle;
  * read_next returns the next segment's length (copied into buf; -EMSGSIZE with
  * info->length set when cap is too small, the segment stays), -EPIPE at the end of a
- * closed pipe, -ETIMEDOUT, or the server's error (-ENODATA: dropped by retention). */
+ * closed pipe (info->seg_id = the id after the last), -ETIMEDOUT (timeout 0 polls once),
+ * or the server's error (-ENODATA: dropped by retention). */
 int cx_space_read_start(struct cx_space_client *c, const char *name, uint64_t from_id,
                         uint32_t *handle, struct cx_space_pipe_info *out);
 long cx_space_read_next(struct cx_space_client *c, uint32_t handle, void *buf, size_t cap,
@@ -93,6 +94,10 @@ long cx_space_read_next(struct cx_space_client *c, uint32_t handle, void *buf, s
 /* Pushes: the next reader address the server announced for a writer's handle (a reader
  * attached after the pipe was created). Returns 1 and fills addr, 0 when none is queued. */
 int cx_space_next_reader(struct cx_space_client *c, uint32_t handle, char *addr, size_t cap);
+
+/* The connection's fd (readable when a call would find news), for callers that wait in
+ * poll() across several clients. */
+int cx_space_client_fd(struct cx_space_client *c);
 
 /* Ends a handle (reader or writer) on the server and here. */
 int cx_space_stop(struct cx_space_client *c, uint32_t handle);

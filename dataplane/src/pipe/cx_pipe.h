@@ -1,0 +1,83 @@
+/* Persistent pipes: the π-channel API (seed pi-channels.txt, "The π-channel API", Table 1,
+ * Figures 3 and 6-8) over a space server (confluxd --role=space, ../space/).
+ *
+ * A pipe is a named, persistent, single-writer, multi-reader FIFO of immutable segments in
+ * a space. The writer streams each segment directly to the readers it knows and, at the
+ * same time, to the space, which caches it; a reader merges both streams, dropping
+ * duplicates by segment id, so it can attach late, after the writer closed, or come back
+ * after a crash and resume from its position. A writer restarted with PI_APPEND replays
+ * its writes; segments the space already holds are dropped, idempotently.
+ *
+ *     int s = pi_space_open("tcp://space:7400", NULL);
+ *     int w = pi_create("results", s, PI_CREATE);        // writer
+ *     pi_write(w, samples, 128, sample_fmt);              // one segment of 128 samples
+ *     pi_close(w);
+ *
+ *     int r = pi_attach("results", s);                    // reader, anywhere, any time
+ *     while ((n = pi_read(r, buf, 1024, sample_fmt)) >= 0) ...   // -1 at the end
+ *     pi_detach(r);
+ *
+ * Segments: with a format t, a segment holds `len` events of t (pointer-free formats: no
+ * strings or variable arrays), sent in the writer's native layout and converted at the
+ * reader into the reader's t (fields matched by name, ../format/). With t NULL a segment
+ * is `len` raw bytes. Positions are 0-based as in the paper: segment 0 is the first.
+ *
+ * Errors: calls return -1 (pi_read also at the end of the pipe, with errno EPIPE) and set
+ * errno; cx_errmsg() says what happened ("pipe 'results' has a writer already").
+ *
+ * Threads: a background thread per process receives readers' segments (the paper's
+ * in-bound thread) so they buffer before pi_read is called; beyond a memory cap they spill
+ * to a file. A descriptor is used by one thread at a time.
+ */
+#ifndef CX_PIPE_H
+#define CX_PIPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cx_format;
+
+enum { PI_CREATE = 1, PI_APPEND = 2 };
+
+struct pi_options {
+    const char *listen;     /* where writers reach this process's readers directly
+                             * ("tcp://0.0.0.0:0"; the default, NULL, is tcp on the address
+                             * this process uses to reach the space, any port) */
+    size_t reader_mem;      /* a reader's in-memory buffer before spilling (default 64 MiB) */
+    const char *spill_dir;  /* where spill files go (default /tmp) */
+    uint32_t window;        /* segments a writer may have unacknowledged by the space
+                             * (default 1024); pi_write waits beyond */
+    int timeout_ms;         /* how long calls wait for the space (default 10000) */
+};
+
+/* Opens a space (its server's address). opts may be NULL. Returns a space descriptor. */
+int pi_space_open(const char *addr, const struct pi_options *opts);
+int pi_space_close(int s);
+
+int pi_attach(const char *name, int s);
+int pi_create(const char *name, int s, int mode);
+long pi_read(int d, void *b, size_t len, const struct cx_format *t);
+long pi_write(int d, const void *b, size_t len, const struct cx_format *t);
+int pi_close(int d);
+int pi_detach(int d);
+int pi_seek(int d, uint64_t seg);
+int64_t pi_tell(int d);
+int pi_unlink(const char *name, int s);
+
+/* Beyond the paper: pi_read with a deadline (-1 with errno ETIMEDOUT when nothing came). */
+long pi_read_timeout(int d, void *b, size_t len, const struct cx_format *t, int timeout_ms);
+
+/* Counters of a reader (for tests and metrics). */
+struct pi_reader_stats {
+    uint64_t from_space, from_writer, duplicates, spilled, reconnects;
+};
+int pi_reader_stats(int d, struct pi_reader_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

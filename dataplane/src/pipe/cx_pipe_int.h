@@ -1,0 +1,121 @@
+/* Internals of the pipe runtime shared by its files:
+ *   cx_pipe_rt.c      descriptor table, spaces, the in-bound thread, pi_unlink
+ *   cx_pipe_reader.c  pi_attach pi_read pi_seek pi_tell pi_detach (+ the thread's reader work)
+ *   cx_pipe_writer.c  pi_create pi_write pi_close
+ *   cx_pipe_seg.c     typed segments: events of a format <-> segment bytes
+ */
+#ifndef CX_PIPE_INT_H
+#define CX_PIPE_INT_H
+
+#include "common/cx_frame.h"
+#include "pipe/cx_pipe.h"
+#include "pipe/cx_pipe_buf.h"
+#include "space/cx_space_client.h"
+
+#include <poll.h>
+#include <pthread.h>
+
+#define PI_MAX_DESC 1024
+#define PI_MAX_SPACES 64
+#define PI_MAX_DIRECT 16
+
+struct pi_space {
+    int used;
+    char addr[160];
+    struct pi_options opts;
+    struct cx_space_client *ctl; /* app threads' requests (lock: its own) */
+    char my_addr[160];           /* where writers reach our readers */
+};
+
+struct pi_reader {
+    char name[128];
+    int space;
+    uint64_t pipe_id;
+    struct cx_pipe_buf *buf;    /* under g_pi.mu */
+    pthread_cond_t cv;          /* signalled when buf gains a ready segment or an error */
+    struct cx_space_client *stream; /* the space's stream, driven by the in-bound thread */
+    uint32_t stream_handle;
+    int stream_done;            /* the space said END */
+    double retry_at;            /* when to reconnect the stream */
+    int err;                    /* a lasting error for pi_read */
+    char errmsg[256];
+    struct pi_reader_stats st;
+    uint8_t *scratch;
+    size_t scratch_cap;
+};
+
+struct pi_direct {
+    char addr[CX_SP_ADDR_MAX + 1];
+    struct cx_link *link; /* NULL once failed: that reader falls back to the space */
+};
+
+struct pi_retained { /* a segment the space has not acknowledged yet */
+    uint64_t id, format;
+    uint32_t len;
+    uint8_t *data;
+};
+
+struct pi_writer {
+    char name[128];
+    int space;
+    uint64_t pipe_id;
+    struct cx_space_client *c;
+    uint32_t handle;
+    uint64_t last;       /* last id written by this writer (its replay position) */
+    uint64_t space_had;  /* what the space held when we opened: replays up to it are dropped */
+    struct pi_direct direct[PI_MAX_DIRECT];
+    int ndirect;
+    struct pi_retained *ret; /* ring of unacknowledged segments, window slots */
+    uint32_t window;
+};
+
+enum { PI_FREE = 0, PI_READER = 1, PI_WRITER = 2 };
+
+struct pi_desc {
+    int kind;
+    struct pi_reader *r;
+    struct pi_writer *w;
+};
+
+struct pi_global {
+    pthread_mutex_t mu;
+    struct pi_space spaces[PI_MAX_SPACES];
+    struct pi_desc desc[PI_MAX_DESC];
+    /* the in-bound thread and its listener */
+    int started, stop;
+    pthread_t thread;
+    const struct cx_driver_ops *lops;
+    struct cx_listener *listener;
+    char listen_addr[160];
+    struct pi_inbound *in; /* accepted direct links from writers */
+};
+
+extern struct pi_global g_pi;
+
+/* -1 with errno from a negative errno (cx_errmsg already set). */
+int pi_fail(int rc);
+double pi_now_ms(void);
+/* Starts the in-bound thread and its listener at addr if not yet (g_pi.mu held). */
+int pi_rt_start_locked(const char *addr);
+/* A free descriptor slot (g_pi.mu held). */
+int pi_desc_alloc(void);
+struct pi_space *pi_space_get(int s);
+/* The space's request connection; pass the one that just failed with -ECONNRESET to get a
+ * fresh one (NULL when the space is unreachable). Takes g_pi.mu: call without it. */
+struct cx_space_client *pi_space_ctl(int s, struct cx_space_client *failed);
+
+/* The in-bound thread's share of reader work (g_pi.mu held): returns work done. */
+int pi_reader_service(struct pi_reader *r);
+/* A segment from a writer's direct link for pipe_id (g_pi.mu held). */
+void pi_reader_offer_direct(uint64_t pipe_id, const struct cx_frame_hdr *h, const void *p, size_t len);
+int pi_reader_fds(struct pollfd *pf, int cap);
+void pi_reader_free(struct pi_reader *r);
+void pi_writer_free(struct pi_writer *w);
+
+/* Typed segments (cx_pipe_seg.c). */
+long pi_seg_encode(const void *events, size_t n, const struct cx_format *t, uint8_t **out,
+                   uint64_t *token);
+long pi_seg_decode(uint64_t wire_token, uint8_t *seg, size_t len, void *out, size_t n,
+                   const struct cx_format *t);
+
+#endif

@@ -1,0 +1,277 @@
+/* The pipe runtime: descriptors, spaces, the in-bound thread (seed pi-channels.txt,
+ * Figure 5: "each application is capable of accepting incoming transmissions
+ * asynchronously"), pi_unlink. */
+#include "pipe/cx_pipe_int.h"
+
+#include "common/cx_error.h"
+#include "transport/cx_driver.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+struct pi_inbound {
+    struct cx_link *link;
+    uint64_t pipe_id; /* from the writer's hello */
+    struct pi_inbound *next;
+};
+
+struct pi_global g_pi = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+int pi_fail(int rc)
+{
+    errno = rc < 0 ? -rc : EIO;
+    return -1;
+}
+
+double pi_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+struct pi_space *pi_space_get(int s)
+{
+    if (s < 0 || s >= PI_MAX_SPACES || !g_pi.spaces[s].used) {
+        cx_err_set(EBADF, "%d is not an open space", s);
+        return NULL;
+    }
+    return &g_pi.spaces[s];
+}
+
+int pi_desc_alloc(void)
+{
+    for (int i = 0; i < PI_MAX_DESC; i++)
+        if (g_pi.desc[i].kind == PI_FREE)
+            return i;
+    return cx_err_set(EMFILE, "all %d pipe descriptors are in use", PI_MAX_DESC);
+}
+
+/* ---- the in-bound thread ----------------------------------------------------------- */
+
+static void on_inbound(void *arg, const struct cx_frame_hdr *h, const void *p, size_t len)
+{
+    struct pi_inbound *ib = arg;
+    if (h->type == CX_FRAME_CTRL && len == 8) { /* hello: which pipe this link carries */
+        memcpy(&ib->pipe_id, p, 8);
+        return;
+    }
+    if (h->type == CX_FRAME_DATA && ib->pipe_id)
+        pi_reader_offer_direct(ib->pipe_id, h, p, len);
+}
+
+static int service_inbound(void)
+{
+    int work = 0;
+    for (;;) {
+        struct cx_link *k;
+        if (g_pi.lops->accept(g_pi.listener, 0, &k) < 0)
+            break;
+        struct pi_inbound *ib = calloc(1, sizeof *ib);
+        if (!ib) {
+            cx_link_close(k);
+            break;
+        }
+        ib->link = k;
+        ib->next = g_pi.in;
+        g_pi.in = ib;
+        work++;
+    }
+    for (struct pi_inbound **pp = &g_pi.in; *pp;) {
+        struct pi_inbound *ib = *pp;
+        int n = cx_link_progress(ib->link, on_inbound, ib, 256);
+        if (n < 0) { /* the writer left: its readers go on from the space */
+            *pp = ib->next;
+            cx_link_close(ib->link);
+            free(ib);
+            continue;
+        }
+        work += n;
+        pp = &ib->next;
+    }
+    return work;
+}
+
+static void *inbound_thread(void *arg)
+{
+    (void)arg;
+    struct pollfd pf[PI_MAX_DESC + 64];
+    pthread_mutex_lock(&g_pi.mu);
+    while (!g_pi.stop) {
+        int work = service_inbound();
+        for (int i = 0; i < PI_MAX_DESC; i++)
+            if (g_pi.desc[i].kind == PI_READER)
+                work += pi_reader_service(g_pi.desc[i].r);
+        if (work)
+            continue;
+        int n = 0;
+        pf[n++] = (struct pollfd){.fd = g_pi.lops->listener_fd(g_pi.listener), .events = POLLIN};
+        for (struct pi_inbound *ib = g_pi.in; ib && n < 64; ib = ib->next)
+            pf[n++] = (struct pollfd){.fd = cx_link_fd(ib->link), .events = POLLIN};
+        n += pi_reader_fds(pf + n, (int)(sizeof pf / sizeof pf[0]) - n);
+        pthread_mutex_unlock(&g_pi.mu);
+        poll(pf, (nfds_t)n, 20); /* 20 ms: reconnect timers and seeks need no fd */
+        pthread_mutex_lock(&g_pi.mu);
+    }
+    pthread_mutex_unlock(&g_pi.mu);
+    return NULL;
+}
+
+/* A forked child starts with no pipes: the in-bound thread did not follow it, and the
+ * parent's descriptors are the parent's. (Their memory and sockets stay allocated in the
+ * child; a child that is forked to run pipes of its own does not miss them.) */
+static void atfork_child(void)
+{
+    pthread_mutex_init(&g_pi.mu, NULL);
+    memset(g_pi.spaces, 0, sizeof g_pi.spaces);
+    memset(g_pi.desc, 0, sizeof g_pi.desc);
+    g_pi.started = 0;
+    g_pi.in = NULL;
+    g_pi.listener = NULL;
+}
+
+static void register_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
+
+int pi_rt_start_locked(const char *addr)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_atfork);
+    if (g_pi.started)
+        return 0;
+    if (!(g_pi.lops = cx_driver_for(addr)))
+        return -cx_errcode();
+    int rc = g_pi.lops->listen(addr, &g_pi.listener);
+    if (rc < 0)
+        return cx_err_wrap(rc, "pipe readers' listener");
+    snprintf(g_pi.listen_addr, sizeof g_pi.listen_addr, "%s", g_pi.lops->listener_addr(g_pi.listener));
+    g_pi.stop = 0;
+    if ((rc = pthread_create(&g_pi.thread, NULL, inbound_thread, NULL)) != 0) {
+        g_pi.lops->listener_close(g_pi.listener);
+        return cx_err_set(rc, "in-bound thread: %s", strerror(rc));
+    }
+    g_pi.started = 1;
+    return 0;
+}
+
+/* ---- spaces ------------------------------------------------------------------------ */
+
+/* The local address a peer would use to reach us: the one our space connection uses. */
+static void local_ip(struct cx_space_client *c, char *ip, size_t cap)
+{
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    snprintf(ip, cap, "127.0.0.1");
+    int fd = cx_space_client_fd(c);
+    if (fd >= 0 && getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET)
+        inet_ntop(AF_INET, &sa.sin_addr, ip, (socklen_t)cap);
+}
+
+int pi_space_open(const char *addr, const struct pi_options *opts)
+{
+    struct pi_options o = opts ? *opts : (struct pi_options){0};
+    if (!o.reader_mem)
+        o.reader_mem = 64u << 20;
+    if (!o.spill_dir)
+        o.spill_dir = "/tmp";
+    if (!o.window)
+        o.window = 1024;
+    if (!o.timeout_ms)
+        o.timeout_ms = 10000;
+    struct cx_space_client *c;
+    int rc = cx_space_connect(addr, &c);
+    if (rc < 0)
+        return pi_fail(rc);
+    pthread_mutex_lock(&g_pi.mu);
+    int s = -1;
+    for (int i = 0; i < PI_MAX_SPACES; i++)
+        if (!g_pi.spaces[i].used) {
+            s = i;
+            break;
+        }
+    if (s < 0) {
+        rc = cx_err_set(EMFILE, "all %d space descriptors are in use", PI_MAX_SPACES);
+    } else {
+        char listen[200], ip[64];
+        if (o.listen) {
+            snprintf(listen, sizeof listen, "%s", o.listen);
+        } else {
+            local_ip(c, ip, sizeof ip);
+            snprintf(listen, sizeof listen, "tcp://%s:0", ip);
+        }
+        rc = pi_rt_start_locked(listen);
+    }
+    if (rc < 0) {
+        pthread_mutex_unlock(&g_pi.mu);
+        cx_space_disconnect(c);
+        return pi_fail(rc);
+    }
+    struct pi_space *sp = &g_pi.spaces[s];
+    memset(sp, 0, sizeof *sp);
+    sp->used = 1;
+    sp->ctl = c;
+    sp->opts = o;
+    sp->opts.listen = NULL; /* not kept: the caller's string */
+    sp->opts.spill_dir = NULL;
+    snprintf(sp->addr, sizeof sp->addr, "%s", addr);
+    snprintf(sp->my_addr, sizeof sp->my_addr, "%s", g_pi.listen_addr);
+    pthread_mutex_unlock(&g_pi.mu);
+    /* unknown formats in segments are asked of the space */
+    cx_space_serve_formats(c);
+    return s;
+}
+
+int pi_space_close(int s)
+{
+    pthread_mutex_lock(&g_pi.mu);
+    struct pi_space *sp = pi_space_get(s);
+    if (!sp) {
+        pthread_mutex_unlock(&g_pi.mu);
+        return pi_fail(-EBADF);
+    }
+    for (int i = 0; i < PI_MAX_DESC; i++)
+        if ((g_pi.desc[i].kind == PI_READER && g_pi.desc[i].r->space == s) ||
+            (g_pi.desc[i].kind == PI_WRITER && g_pi.desc[i].w->space == s)) {
+            pthread_mutex_unlock(&g_pi.mu);
+            return pi_fail(cx_err_set(EBUSY, "space %d still has open pipes (descriptor %d)", s, i));
+        }
+    struct cx_space_client *c = sp->ctl;
+    sp->used = 0;
+    pthread_mutex_unlock(&g_pi.mu);
+    cx_space_disconnect(c);
+    return 0;
+}
+
+struct cx_space_client *pi_space_ctl(int s, struct cx_space_client *failed)
+{
+    pthread_mutex_lock(&g_pi.mu);
+    struct pi_space *sp = pi_space_get(s);
+    struct cx_space_client *c = sp ? sp->ctl : NULL;
+    if (c && c == failed) { /* the space restarted: a new connection for everyone */
+        struct cx_space_client *n;
+        if (cx_space_connect(sp->addr, &n) == 0) {
+            sp->ctl = n;
+            cx_space_serve_formats(n);
+            cx_space_disconnect(failed);
+            c = n;
+        } else {
+            c = NULL;
+        }
+    }
+    pthread_mutex_unlock(&g_pi.mu);
+    return c;
+}
+
+int pi_unlink(const char *name, int s)
+{
+    struct cx_space_client *c = pi_space_ctl(s, NULL);
+    if (!c)
+        return pi_fail(-cx_errcode());
+    int rc = cx_space_unlink(c, name, NULL);
+    if (rc == -ECONNRESET && (c = pi_space_ctl(s, c)))
+        rc = cx_space_unlink(c, name, NULL);
+    return rc < 0 ? pi_fail(rc) : 0;
+}

@@ -1,0 +1,274 @@
+/* The write end: pi_create, pi_write, pi_close. Each segment goes to the space (which
+ * acknowledges it per its fsync policy) and, at the same time, straight to every reader
+ * the space told us of (Figure 6, #9-#16 and #26-#38). Segments the space has not
+ * acknowledged are retained, so a space that restarts loses nothing: the writer reconnects
+ * with APPEND and resends them. */
+#include "pipe/cx_pipe_int.h"
+
+#include "common/cx_error.h"
+#include "transport/cx_driver.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DIRECT_MAX_QUEUE (32u << 20) /* a reader this far behind falls back to the space */
+
+static struct pi_writer *writer_get(int d)
+{
+    if (d < 0 || d >= PI_MAX_DESC || g_pi.desc[d].kind != PI_WRITER) {
+        cx_err_set(EBADF, "%d is not a pipe open for writing", d);
+        return NULL;
+    }
+    return g_pi.desc[d].w;
+}
+
+static void no_recv(void *a, const struct cx_frame_hdr *h, const void *p, size_t l)
+{
+    (void)a, (void)h, (void)p, (void)l;
+}
+
+static void direct_drop(struct pi_direct *dl)
+{
+    cx_link_close(dl->link);
+    dl->link = NULL;
+}
+
+static void direct_add(struct pi_writer *w, const char *addr)
+{
+    struct pi_direct *dl = NULL;
+    for (int i = 0; i < w->ndirect; i++)
+        if (strcmp(w->direct[i].addr, addr) == 0)
+            dl = &w->direct[i]; /* a reader that came back at the same address */
+    if (!dl) {
+        if (w->ndirect == PI_MAX_DIRECT)
+            return; /* more readers read from the space only */
+        dl = &w->direct[w->ndirect++];
+        snprintf(dl->addr, sizeof dl->addr, "%s", addr);
+    }
+    if (dl->link)
+        direct_drop(dl);
+    if (cx_connect(addr, &dl->link) < 0) {
+        dl->link = NULL; /* unreachable: it reads from the space */
+        return;
+    }
+    struct cx_frame_hdr hello = {.type = CX_FRAME_CTRL};
+    struct iovec iov = {&w->pipe_id, 8};
+    if (cx_link_send(dl->link, &hello, &iov, 1) < 0)
+        direct_drop(dl);
+}
+
+void pi_writer_free(struct pi_writer *w)
+{
+    for (int i = 0; i < w->ndirect; i++)
+        if (w->direct[i].link)
+            direct_drop(&w->direct[i]);
+    cx_space_disconnect(w->c);
+    if (w->ret)
+        for (uint32_t i = 0; i < w->window; i++)
+            free(w->ret[i].data);
+    free(w->ret);
+    free(w);
+}
+
+static int open_on_space(struct pi_writer *w, const char *addr, int mode, struct cx_space_pipe_info *info)
+{
+    if (w->c)
+        cx_space_disconnect(w->c);
+    w->c = NULL;
+    int rc = cx_space_connect(addr, &w->c);
+    /* a writer restarting after a crash may find the space still holding its old
+     * connection for a moment (the close is in flight): -EBUSY for up to 3 s is that */
+    for (int i = 0; rc == 0; i++) {
+        rc = cx_space_put(w->c, w->name, mode, 0, "", &w->handle, info);
+        if (rc != -EBUSY || i == 30)
+            break;
+        usleep(100000);
+        rc = 0;
+    }
+    return rc;
+}
+
+int pi_create(const char *name, int s, int mode)
+{
+    if (mode != PI_CREATE && mode != PI_APPEND)
+        return pi_fail(cx_err_set(EINVAL, "pi_create mode %d (PI_CREATE or PI_APPEND)", mode));
+    pthread_mutex_lock(&g_pi.mu);
+    struct pi_space *sp = pi_space_get(s);
+    int d = sp ? pi_desc_alloc() : -EBADF;
+    if (d >= 0)
+        g_pi.desc[d].kind = -1; /* reserved */
+    char addr[160];
+    uint32_t window = sp ? sp->opts.window : 0;
+    if (sp)
+        snprintf(addr, sizeof addr, "%s", sp->addr);
+    pthread_mutex_unlock(&g_pi.mu);
+    if (d < 0)
+        return pi_fail(d);
+    struct pi_writer *w = calloc(1, sizeof *w);
+    struct cx_space_pipe_info info;
+    int rc = w ? 0 : cx_err_set(ENOMEM, "pipe writer");
+    if (w) {
+        snprintf(w->name, sizeof w->name, "%s", name);
+        w->space = s;
+        w->window = window;
+        w->ret = calloc(window, sizeof *w->ret);
+        rc = w->ret ? open_on_space(w, addr, mode, &info) : cx_err_set(ENOMEM, "pipe writer");
+    }
+    if (rc < 0) {
+        rc = cx_err_wrap(rc, "pi_create '%s'", name);
+        if (w)
+            pi_writer_free(w);
+        pthread_mutex_lock(&g_pi.mu);
+        g_pi.desc[d].kind = PI_FREE;
+        pthread_mutex_unlock(&g_pi.mu);
+        return pi_fail(rc);
+    }
+    w->pipe_id = info.pipe_id;
+    w->space_had = info.last_id;
+    for (int i = 0; i < info.naddrs; i++) /* the known readers (#12-#13) */
+        direct_add(w, info.addrs[i]);
+    pthread_mutex_lock(&g_pi.mu);
+    g_pi.desc[d] = (struct pi_desc){.kind = PI_WRITER, .w = w};
+    pthread_mutex_unlock(&g_pi.mu);
+    return d;
+}
+
+/* The space connection failed: reconnect (APPEND) and resend what it has not acknowledged. */
+static int space_recover(struct pi_writer *w, int timeout_ms)
+{
+    char addr[160];
+    pthread_mutex_lock(&g_pi.mu);
+    snprintf(addr, sizeof addr, "%s", g_pi.spaces[w->space].addr);
+    pthread_mutex_unlock(&g_pi.mu);
+    double end = pi_now_ms() + timeout_ms;
+    int rc;
+    for (;;) {
+        struct cx_space_pipe_info info;
+        rc = open_on_space(w, addr, PI_APPEND, &info);
+        if (rc == 0) {
+            for (uint64_t id = info.last_id + 1; id <= w->last && rc == 0; id++) {
+                struct pi_retained *r = &w->ret[id % w->window];
+                if (r->id != id)
+                    return cx_err_set(EIO, "pipe '%s': segment %" PRIu64 " was neither acknowledged by "
+                                      "the space nor retained", w->name, id);
+                struct iovec iov = {r->data, r->len};
+                rc = cx_space_append(w->c, w->handle, id, r->format, &iov, 1);
+            }
+            if (rc == 0)
+                return 0;
+        }
+        if (pi_now_ms() > end)
+            return cx_err_wrap(rc, "pipe '%s': space %s unreachable for %d ms", w->name, addr, timeout_ms);
+        usleep(100000);
+    }
+}
+
+static int space_send(struct pi_writer *w, uint64_t id, uint64_t token, const void *p, size_t len,
+                      int timeout_ms)
+{
+    /* window: wait for the space before getting further ahead */
+    while (id > w->window && cx_space_acked(w->c, w->handle) < id - w->window) {
+        int rc = cx_space_wait_acked(w->c, w->handle, id - w->window, timeout_ms);
+        if (rc == -ECONNRESET || rc == -ETIMEDOUT)
+            rc = space_recover(w, timeout_ms);
+        if (rc < 0)
+            return rc;
+    }
+    struct pi_retained *r = &w->ret[id % w->window];
+    uint8_t *copy = malloc(len ? len : 1);
+    if (!copy)
+        return cx_err_set(ENOMEM, "segment copy");
+    memcpy(copy, p, len);
+    free(r->data);
+    *r = (struct pi_retained){.id = id, .format = token, .len = (uint32_t)len, .data = copy};
+    struct iovec iov = {(void *)p, len};
+    int rc = cx_space_append(w->c, w->handle, id, token, &iov, 1);
+    if (rc == -ECONNRESET || rc == -EPIPE)
+        rc = space_recover(w, timeout_ms); /* resends id too */
+    return rc;
+}
+
+static void direct_send(struct pi_writer *w, const struct cx_frame_hdr *h, const void *p, size_t len)
+{
+    char addr[CX_SP_ADDR_MAX + 1];
+    while (cx_space_next_reader(w->c, w->handle, addr, sizeof addr) == 1)
+        direct_add(w, addr); /* a reader attached since (check_restore, #39-#44) */
+    struct iovec iov = {(void *)p, len};
+    for (int i = 0; i < w->ndirect; i++) {
+        struct pi_direct *dl = &w->direct[i];
+        if (!dl->link)
+            continue;
+        if (cx_link_send(dl->link, h, &iov, len ? 1 : 0) < 0 ||
+            cx_link_progress(dl->link, no_recv, NULL, 64) < 0 ||
+            cx_link_pending(dl->link) > DIRECT_MAX_QUEUE)
+            direct_drop(dl);
+    }
+}
+
+long pi_write(int d, const void *b, size_t len, const struct cx_format *t)
+{
+    pthread_mutex_lock(&g_pi.mu);
+    struct pi_writer *w = writer_get(d);
+    int timeout = w ? g_pi.spaces[w->space].opts.timeout_ms : 0;
+    pthread_mutex_unlock(&g_pi.mu);
+    if (!w)
+        return pi_fail(-EBADF);
+    uint8_t *enc = NULL;
+    uint64_t token = 0;
+    long bytes = (long)len;
+    if (t && (bytes = pi_seg_encode(b, len, t, &enc, &token)) < 0)
+        return pi_fail((int)bytes);
+    const void *payload = t ? enc : b;
+    uint64_t id = ++w->last;
+    int rc = 0;
+    if (id > w->space_had) { /* a replayed write the space holds is dropped (recovery) */
+        rc = space_send(w, id, token, payload, (size_t)bytes, timeout);
+        if (rc == 0) {
+            struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .seq = id, .format = token};
+            direct_send(w, &h, payload, (size_t)bytes);
+        }
+    }
+    free(enc);
+    if (rc < 0) {
+        w->last--;
+        return pi_fail(cx_err_wrap(rc, "pi_write '%s'", w->name));
+    }
+    return (long)len;
+}
+
+int pi_close(int d)
+{
+    pthread_mutex_lock(&g_pi.mu);
+    struct pi_writer *w = writer_get(d);
+    int timeout = w ? g_pi.spaces[w->space].opts.timeout_ms : 0;
+    if (w)
+        g_pi.desc[d].kind = -1;
+    pthread_mutex_unlock(&g_pi.mu);
+    if (!w)
+        return pi_fail(-EBADF);
+    uint64_t last = w->last > w->space_had ? w->last : w->space_had;
+    int rc = cx_space_end(w->c, w->handle, last);
+    if (rc == -ECONNRESET && (rc = space_recover(w, timeout)) == 0)
+        rc = cx_space_end(w->c, w->handle, last);
+    if (rc == 0)
+        rc = cx_space_wait_acked(w->c, w->handle, last, timeout);
+    if (rc == 0) { /* the ack of the END itself: a round trip behind it */
+        struct cx_space_pipe_info info;
+        rc = cx_space_lookup(w->c, w->name, &info);
+    }
+    struct cx_frame_hdr end = {.type = CX_FRAME_DATA, .flags = CX_FRAME_F_END, .seq = last};
+    direct_send(w, &end, NULL, 0);
+    for (int i = 0; i < w->ndirect; i++)
+        if (w->direct[i].link)
+            cx_link_flush(w->direct[i].link, no_recv, NULL, 2000);
+    pthread_mutex_lock(&g_pi.mu);
+    g_pi.desc[d] = (struct pi_desc){0};
+    pthread_mutex_unlock(&g_pi.mu);
+    if (rc < 0)
+        rc = cx_err_wrap(rc, "pi_close '%s'", w->name);
+    pi_writer_free(w);
+    return rc < 0 ? pi_fail(rc) : 0;
+}

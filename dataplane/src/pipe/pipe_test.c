@@ -1,0 +1,472 @@
+/* Persistent pipes over a real space server (a forked confluxd-equivalent process) and
+ * real sockets: the states of the paper's Figure 3, the three orders of create/attach,
+ * typed segments converted at the reader, seek/tell, spill, and the failures: writer,
+ * reader and space server SIGKILLed mid-stream, each checked against the exact sequence. */
+#define _GNU_SOURCE
+#include "common/cx_error.h"
+#include "common/cx_test.h"
+#include "format/cx_format.h"
+#include "format/cx_format_registry.h"
+#include "pipe/cx_pipe.h"
+#include "pipe/cx_pipe_buf.h"
+#include "space/cx_space_server.h"
+#include "space/space_testutil.h"
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/prctl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+/* ---- the space server in a child process, restartable on the same port ------------ */
+
+struct space_proc {
+    pid_t pid;
+    char dir[64];
+    char addr[160];
+};
+
+static pid_t space_spawn(const char *dir, const char *listen, char addr[160])
+{
+    int pp[2];
+    if (pipe(pp) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
+        close(pp[0]);
+        struct cx_space_server_opts o = {.dir = dir, .listen = listen, .quiet = 1, .udp = ""};
+        o.pipe.fsync = CX_SEG_FSYNC_NONE; /* a killed process loses nothing from the page cache */
+        struct cx_space_server *s;
+        char a[160] = {0};
+        for (int i = 0; i < 100 && cx_space_server_start(&o, &s) < 0; i++)
+            usleep(50000); /* the port may still be held by the killed one's sockets */
+        snprintf(a, sizeof a, "%s", cx_space_server_addr(s));
+        if (write(pp[1], a, sizeof a) != sizeof a)
+            _exit(3);
+        for (;;)
+            pause();
+    }
+    close(pp[1]);
+    ssize_t n = read(pp[0], addr, 160);
+    close(pp[0]);
+    return n == 160 && addr[0] ? pid : -1;
+}
+
+static int space_up(struct space_proc *sp)
+{
+    if (!tmpdir_make(sp->dir))
+        return -1;
+    sp->pid = space_spawn(sp->dir, "tcp://127.0.0.1:0", sp->addr);
+    return sp->pid > 0 ? 0 : -1;
+}
+
+static void space_kill(struct space_proc *sp)
+{
+    kill(sp->pid, SIGKILL);
+    waitpid(sp->pid, NULL, 0);
+}
+
+static int space_restart(struct space_proc *sp)
+{
+    char again[160];
+    sp->pid = space_spawn(sp->dir, sp->addr, again);
+    return sp->pid > 0 && strcmp(again, sp->addr) == 0 ? 0 : -1;
+}
+
+static void space_down(struct space_proc *sp)
+{
+    space_kill(sp);
+    tmpdir_remove(sp->dir);
+}
+
+/* ---- segments with checkable contents ---------------------------------------------- */
+
+static size_t seg_fill(uint64_t i, uint8_t *buf) /* segment i (0-based) */
+{
+    size_t len = (size_t)((i * 97) % 2000 + 8);
+    memcpy(buf, &i, 8);
+    for (size_t k = 8; k < len; k++)
+        buf[k] = (uint8_t)(i + k);
+    return len;
+}
+
+static int seg_ok(uint64_t i, const uint8_t *buf, long n)
+{
+    uint8_t want[4096];
+    size_t len = seg_fill(i, want);
+    return n == (long)len && memcmp(buf, want, len) == 0;
+}
+
+static int write_n(int w, uint64_t from, uint64_t to, int delay_us)
+{
+    uint8_t buf[4096];
+    for (uint64_t i = from; i < to; i++) {
+        size_t len = seg_fill(i, buf);
+        if (pi_write(w, buf, len, NULL) != (long)len) {
+            fprintf(stderr, "pi_write %llu: %s\n", (unsigned long long)i, cx_errmsg());
+            return -1;
+        }
+        if (delay_us)
+            usleep((useconds_t)delay_us);
+    }
+    return 0;
+}
+
+/* Reads to the end and checks the exact sequence from..to-1. Returns the count or -1. */
+static long read_all(int r, uint64_t from, uint64_t to, int timeout_ms)
+{
+    uint8_t buf[4096];
+    uint64_t i = from;
+    for (;;) {
+        long n = pi_read_timeout(r, buf, sizeof buf, NULL, timeout_ms);
+        if (n < 0) {
+            if (errno == EPIPE && i == to)
+                return (long)(i - from);
+            fprintf(stderr, "read_all: at %llu of %llu: %s (errno %d)\n", (unsigned long long)i,
+                    (unsigned long long)to, cx_errmsg(), errno);
+            return -1;
+        }
+        if (!seg_ok(i, buf, n)) {
+            fprintf(stderr, "read_all: segment %llu wrong (%ld bytes, first word %llu)\n",
+                    (unsigned long long)i, n, (unsigned long long)*(uint64_t *)buf);
+            return -1;
+        }
+        i++;
+    }
+}
+
+/* ---- the reader's buffer alone ----------------------------------------------------- */
+
+CX_TEST(buffer_dedupes_reorders_and_spills)
+{
+    struct cx_pipe_buf *b;
+    CX_CHECK_EQ_INT(cx_pipe_buf_create(1, 3000, "/tmp/cx_pipe_test.spill", &b), 0);
+    uint8_t seg[1000], out[1000];
+    struct cx_pipe_seg s;
+    for (uint64_t id = 1; id <= 20; id++) { /* every id twice, the second run reversed */
+        memset(seg, (int)id, sizeof seg);
+        CX_CHECK(cx_pipe_buf_offer(b, id, 0, seg, sizeof seg) >= 0);
+    }
+    for (uint64_t id = 20; id >= 1; id--)
+        CX_CHECK_EQ_INT(cx_pipe_buf_offer(b, id, 0, seg, sizeof seg), 0);
+    CX_CHECK_EQ_INT(cx_pipe_buf_offer(b, 22, 0, seg, 10), 1);           /* waits for 21 */
+    CX_CHECK_EQ_INT(cx_pipe_buf_offer(b, 21 + CX_PIPE_REORDER, 0, seg, 10), 0); /* too far */
+    cx_pipe_buf_end(b, 22);
+    struct cx_pipe_buf_stats st;
+    cx_pipe_buf_stats(b, &st);
+    CX_CHECK(st.spilled == 17 && st.duplicates == 20 && st.too_far == 1); /* 3 in memory */
+    for (uint64_t id = 1; id <= 20; id++) {
+        CX_CHECK_EQ_INT(cx_pipe_buf_peek(b, &s), 1);
+        CX_CHECK(s.id == id && s.len == 1000);
+        CX_CHECK_EQ_INT(cx_pipe_buf_take(b, out, sizeof out), 0);
+        CX_CHECK(out[0] == id && out[999] == id);
+    }
+    CX_CHECK_EQ_INT(cx_pipe_buf_peek(b, &s), 0); /* 21 missing: nothing ready, not the end */
+    memset(seg, 21, 10);
+    CX_CHECK_EQ_INT(cx_pipe_buf_offer(b, 21, 0, seg, 10), 1);
+    CX_CHECK_EQ_INT(cx_pipe_buf_take(b, out, sizeof out), 0);
+    CX_CHECK_EQ_INT(cx_pipe_buf_take(b, out, sizeof out), 0);
+    CX_CHECK_EQ_INT(cx_pipe_buf_peek(b, &s), -EPIPE);
+    CX_CHECK(cx_pipe_buf_tell(b) == 23);
+    cx_pipe_buf_free(b);
+    CX_CHECK(access("/tmp/cx_pipe_test.spill", F_OK) != 0); /* removed */
+}
+
+/* ---- the states of Figure 3 and the paper's three scenarios ------------------------ */
+
+/* Create, write, close with no reader; a reader attaches afterwards (the "Reading" state:
+ * the pipe behaves as a stored file); then unlink. */
+CX_TEST(write_close_then_late_reader_then_unlink)
+{
+    struct space_proc sp;
+    CX_CHECK_EQ_INT(space_up(&sp), 0);
+    int s = pi_space_open(sp.addr, NULL);
+    CX_CHECK(s >= 0);
+    int w = pi_create("late", s, PI_CREATE);
+    CX_CHECK(w >= 0);
+    CX_CHECK_EQ_INT(pi_create("late", s, PI_CREATE), -1); /* single writer */
+    CX_CHECK_EQ_INT(errno, EBUSY);
+    CX_CHECK_EQ_INT(write_n(w, 0, 500, 0), 0);
+    CX_CHECK_EQ_INT(pi_unlink("late", s), -1); /* open for writing */
+    CX_CHECK_EQ_INT(errno, EBUSY);
+    CX_CHECK_EQ_INT(pi_close(w), 0);
+    CX_CHECK_EQ_INT(pi_create("late", s, PI_CREATE), -1); /* exists: APPEND or unlink */
+    CX_CHECK_EQ_INT(errno, EEXIST);
+    int r = pi_attach("late", s);
+    CX_CHECK(r >= 0);
+    CX_CHECK_EQ_INT(read_all(r, 0, 500, 10000), 500);
+    CX_CHECK_EQ_INT(pi_tell(r), 500);
+    CX_CHECK_EQ_INT(pi_read(r, NULL, 0, NULL), -1); /* stays at the end */
+    CX_CHECK_EQ_INT(errno, EPIPE);
+    CX_CHECK_EQ_INT(pi_seek(r, 250), 0); /* seek back: the space serves it again */
+    CX_CHECK_EQ_INT(pi_tell(r), 250);
+    CX_CHECK_EQ_INT(read_all(r, 250, 500, 10000), 250);
+    CX_CHECK_EQ_INT(pi_detach(r), 0);
+    CX_CHECK_EQ_INT(pi_unlink("late", s), 0);
+    int w2 = pi_create("late", s, PI_CREATE); /* the name is free again: a new pipe */
+    CX_CHECK(w2 >= 0);
+    CX_CHECK_EQ_INT(pi_close(w2), 0);
+    r = pi_attach("late", s);
+    CX_CHECK_EQ_INT(read_all(r, 0, 0, 10000), 0);
+    pi_detach(r);
+    CX_CHECK_EQ_INT(pi_space_close(s), 0);
+    space_down(&sp);
+}
+
+/* Scenario 3 of the paper: the reader attaches first (asynchronously), then the writer
+ * creates the pipe and streams to it directly while the space caches. */
+CX_TEST(attach_first_then_create_streams_direct)
+{
+    struct space_proc sp;
+    CX_CHECK_EQ_INT(space_up(&sp), 0);
+    int s = pi_space_open(sp.addr, NULL);
+    int r = pi_attach("direct", s);
+    CX_CHECK(r >= 0);
+    int w = pi_create("direct", s, PI_CREATE);
+    CX_CHECK(w >= 0);
+    CX_CHECK_EQ_INT(write_n(w, 0, 3000, 0), 0);
+    CX_CHECK_EQ_INT(pi_close(w), 0);
+    CX_CHECK_EQ_INT(read_all(r, 0, 3000, 10000), 3000);
+    struct pi_reader_stats st;
+    CX_CHECK_EQ_INT(pi_reader_stats(r, &st), 0);
+    printf("    from the writer %llu, from the space %llu, duplicates dropped %llu\n",
+           (unsigned long long)st.from_writer, (unsigned long long)st.from_space,
+           (unsigned long long)st.duplicates);
+    CX_CHECK(st.from_writer > 0);                       /* the direct path worked */
+    CX_CHECK(st.from_writer + st.from_space == 3000);    /* each segment kept once */
+    pi_detach(r);
+    pi_space_close(s);
+    space_down(&sp);
+}
+
+/* A reader that attaches while the writer is mid-stream is announced to the writer. */
+CX_TEST(reader_joining_mid_stream_is_announced)
+{
+    struct space_proc sp;
+    CX_CHECK_EQ_INT(space_up(&sp), 0);
+    int s = pi_space_open(sp.addr, NULL);
+    int w = pi_create("mid", s, PI_CREATE);
+    CX_CHECK_EQ_INT(write_n(w, 0, 100, 0), 0);
+    int r = pi_attach("mid", s);
+    CX_CHECK(r >= 0);
+    usleep(100000);
+    CX_CHECK_EQ_INT(write_n(w, 100, 2000, 0), 0);
+    CX_CHECK_EQ_INT(pi_close(w), 0);
+    CX_CHECK_EQ_INT(read_all(r, 0, 2000, 10000), 2000);
+    struct pi_reader_stats st;
+    pi_reader_stats(r, &st);
+    CX_CHECK(st.from_writer > 0);
+    pi_detach(r);
+    pi_space_close(s);
+    space_down(&sp);
+}
+
+/* Typed segments: a v2 writer (a new field in front of the old ones) and a v1 reader. */
+struct v1 { int32_t step; double energy; };
+struct v2 { uint64_t tag; int64_t step; double energy; float extra; };
+
+CX_TEST(typed_segments_convert_at_the_reader)
+{
+    static const struct cx_field f1[] = {{"step", "int32", 0, offsetof(struct v1, step), NULL},
+                                         {"energy", "double", 0, offsetof(struct v1, energy), NULL},
+                                         {NULL, NULL, 0, 0, NULL}};
+    static const struct cx_field f2[] = {{"tag", "uint64", 0, offsetof(struct v2, tag), NULL},
+                                         {"step", "int64", 0, offsetof(struct v2, step), NULL},
+                                         {"energy", "double", 0, offsetof(struct v2, energy), NULL},
+                                         {"extra", "float", 0, offsetof(struct v2, extra), NULL},
+                                         {NULL, NULL, 0, 0, NULL}};
+    const struct cx_struct_decl d1[] = {{"sample", f1, sizeof(struct v1)}, {NULL, NULL, 0}};
+    const struct cx_struct_decl d2[] = {{"sample", f2, sizeof(struct v2)}, {NULL, NULL, 0}};
+    struct cx_format *fa, *fb;
+    const struct cx_format *F1, *F2;
+    CX_CHECK_EQ_INT(cx_format_create(d1, NULL, &fa), 0);
+    CX_CHECK_EQ_INT(cx_format_create(d2, NULL, &fb), 0);
+    cx_format_registry_insert(fa, &F1);
+    cx_format_registry_insert(fb, &F2);
+    struct space_proc sp;
+    CX_CHECK_EQ_INT(space_up(&sp), 0);
+    int s = pi_space_open(sp.addr, NULL);
+    int w = pi_create("typed", s, PI_CREATE);
+    struct v2 out[64];
+    for (int k = 0; k < 10; k++) {
+        for (int i = 0; i < 64; i++)
+            out[i] = (struct v2){.tag = 99, .step = k * 64 + i, .energy = (k * 64 + i) * 0.5, .extra = 1};
+        CX_CHECK_EQ_INT(pi_write(w, out, 64, F2), 64);
+    }
+    CX_CHECK_EQ_INT(pi_close(w), 0);
+    int r = pi_attach("typed", s);
+    struct v1 in[64];
+    CX_CHECK_EQ_INT(pi_read_timeout(r, in, 10, F1, 5000), -1); /* 64 events do not fit 10 */
+    CX_CHECK_EQ_INT(errno, EMSGSIZE);
+    pi_seek(r, 0);
+    for (int k = 0; k < 10; k++) {
+        CX_CHECK_EQ_INT(pi_read_timeout(r, in, 64, F1, 5000), 64);
+        for (int i = 0; i < 64; i++)
+            CX_CHECK(in[i].step == k * 64 + i && in[i].energy == (k * 64 + i) * 0.5);
+    }
+    CX_CHECK_EQ_INT(pi_read_timeout(r, in, 64, F1, 5000), -1);
+    CX_CHECK_EQ_INT(errno, EPIPE);
+    pi_detach(r);
+    pi_space_close(s);
+    space_down(&sp);
+}
+
+/* A reader that does not read while 4 MB arrive spills beyond its 64 KB memory buffer. */
+CX_TEST(slow_reader_spills_to_a_file)
+{
+    struct space_proc sp;
+    CX_CHECK_EQ_INT(space_up(&sp), 0);
+    struct pi_options o = {.reader_mem = 64 << 10};
+    int s = pi_space_open(sp.addr, &o);
+    int r = pi_attach("spill", s);
+    int w = pi_create("spill", s, PI_CREATE);
+    CX_CHECK_EQ_INT(write_n(w, 0, 4000, 0), 0);
+    CX_CHECK_EQ_INT(pi_close(w), 0);
+    usleep(300000);
+    CX_CHECK_EQ_INT(read_all(r, 0, 4000, 10000), 4000);
+    struct pi_reader_stats st;
+    pi_reader_stats(r, &st);
+    CX_CHECK(st.spilled > 1000);
+    pi_detach(r);
+    pi_space_close(s);
+    space_down(&sp);
+}
+
+/* ---- failures: each ends with the reader holding exactly the written sequence ------ */
+
+/* The writer is SIGKILLed at a random point; restarted with PI_APPEND it replays every
+ * write from the start (piecewise determinism) and the space drops what it has. */
+CX_TEST(writer_killed_replays_with_append)
+{
+    struct space_proc sp;
+    CX_CHECK_EQ_INT(space_up(&sp), 0);
+    srand(7);
+    for (int run = 0; run < 5; run++) {
+        char name[32];
+        snprintf(name, sizeof name, "wkill%d", run);
+        int s = pi_space_open(sp.addr, NULL);
+        int r = pi_attach(name, s);
+        CX_CHECK(r >= 0);
+        pid_t pid = fork();
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            int cs = pi_space_open(sp.addr, NULL);
+            int w = pi_create(name, cs, PI_CREATE);
+            write_n(w, 0, 5000, 20); /* killed long before the end */
+            _exit(0);
+        }
+        usleep((useconds_t)(20000 + rand() % 60000));
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        int w = pi_create(name, s, PI_APPEND);
+        CX_CHECK(w >= 0);
+        CX_CHECK_EQ_INT(write_n(w, 0, 1500, 0), 0);
+        CX_CHECK_EQ_INT(pi_close(w), 0);
+        CX_CHECK_EQ_INT(read_all(r, 0, 1500, 10000), 1500);
+        pi_detach(r);
+        pi_space_close(s);
+    }
+    space_down(&sp);
+}
+
+/* The reader is SIGKILLed at a random point after reporting its position; a new reader
+ * (another process, another address: a migration) seeks there and reads the rest while
+ * the writer goes on: cached segments from the space, new ones from the writer (Fig. 8). */
+CX_TEST(reader_killed_resumes_from_its_position)
+{
+    struct space_proc sp;
+    CX_CHECK_EQ_INT(space_up(&sp), 0);
+    int *pos = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    for (int run = 0; run < 4; run++) {
+        char name[32];
+        snprintf(name, sizeof name, "rkill%d", run);
+        *pos = 0;
+        pid_t pid = fork();
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            int cs = pi_space_open(sp.addr, NULL);
+            int r = pi_attach(name, cs);
+            uint8_t buf[4096];
+            for (;;) {
+                long n = pi_read(r, buf, sizeof buf, NULL);
+                if (n < 0 || !seg_ok((uint64_t)*pos, buf, n))
+                    _exit(1);
+                __atomic_store_n(pos, *pos + 1, __ATOMIC_SEQ_CST); /* the checkpoint */
+                usleep(200); /* a slow reader: killed mid-stream */
+            }
+        }
+        int s = pi_space_open(sp.addr, NULL);
+        int w = pi_create(name, s, PI_CREATE);
+        CX_CHECK_EQ_INT(write_n(w, 0, 400 + run * 150, 0), 0);
+        usleep(50000 + (useconds_t)run * 30000);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        int at = __atomic_load_n(pos, __ATOMIC_SEQ_CST);
+        int r = pi_attach(name, s);
+        CX_CHECK_EQ_INT(pi_seek(r, (uint64_t)at), 0);
+        CX_CHECK_EQ_INT(write_n(w, 400 + (uint64_t)run * 150, 3000, 0), 0);
+        CX_CHECK_EQ_INT(pi_close(w), 0);
+        CX_CHECK_EQ_INT(read_all(r, (uint64_t)at, 3000, 10000), 3000 - at);
+        printf("    run %d: the killed reader had read %d; its successor read the rest\n", run, at);
+        pi_detach(r);
+        pi_space_close(s);
+    }
+    munmap(pos, 4096);
+    space_down(&sp);
+}
+
+/* The space server is SIGKILLed and restarted on the same address while a writer writes
+ * and a reader reads: the writer resends what the space had not acknowledged, the reader
+ * resumes its stream; the reader gets exactly the sequence. */
+CX_TEST(space_killed_and_restarted_mid_stream)
+{
+    struct space_proc sp;
+    CX_CHECK_EQ_INT(space_up(&sp), 0);
+    int s = pi_space_open(sp.addr, NULL);
+    int r = pi_attach("skill", s);
+    int w = pi_create("skill", s, PI_CREATE);
+    CX_CHECK_EQ_INT(write_n(w, 0, 1000, 0), 0);
+    space_kill(&sp);
+    CX_CHECK_EQ_INT(space_restart(&sp), 0);
+    CX_CHECK_EQ_INT(write_n(w, 1000, 2500, 0), 0);
+    space_kill(&sp);
+    CX_CHECK_EQ_INT(space_restart(&sp), 0);
+    CX_CHECK_EQ_INT(pi_close(w), 0);
+    CX_CHECK_EQ_INT(read_all(r, 0, 2500, 20000), 2500);
+    struct pi_reader_stats st;
+    pi_reader_stats(r, &st);
+    CX_CHECK(st.reconnects >= 1);
+    pi_detach(r);
+    /* and a late reader after all that */
+    r = pi_attach("skill", s);
+    CX_CHECK_EQ_INT(read_all(r, 0, 2500, 20000), 2500);
+    pi_detach(r);
+    pi_space_close(s);
+    space_down(&sp);
+}
+
+CX_TEST(bad_calls_fail_clearly)
+{
+    CX_CHECK_EQ_INT(pi_read(77, NULL, 0, NULL), -1);
+    CX_CHECK_EQ_INT(errno, EBADF);
+    CX_CHECK_EQ_INT(pi_space_open("tcp://127.0.0.1:9", NULL), -1);
+    CX_CHECK_EQ_INT(errno, ECONNREFUSED);
+    struct space_proc sp;
+    CX_CHECK_EQ_INT(space_up(&sp), 0);
+    int s = pi_space_open(sp.addr, NULL);
+    CX_CHECK_EQ_INT(pi_create("no/slash", s, PI_CREATE), -1);
+    CX_CHECK_EQ_INT(errno, EINVAL);
+    CX_CHECK_EQ_INT(pi_create("x", s, 9), -1);
+    CX_CHECK_EQ_INT(errno, EINVAL);
+    int w = pi_create("x", s, PI_CREATE);
+    CX_CHECK_EQ_INT(pi_seek(w, 0), -1); /* seek is for readers only */
+    CX_CHECK_EQ_INT(errno, EBADF);
+    CX_CHECK_EQ_INT(pi_space_close(s), -1); /* a pipe is open */
+    CX_CHECK_EQ_INT(errno, EBUSY);
+    pi_close(w);
+    CX_CHECK_EQ_INT(pi_space_close(s), 0);
+    space_down(&sp);
+}
+
+CX_TEST_MAIN()
