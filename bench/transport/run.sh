@@ -3,6 +3,7 @@
 #   shm driver  vs ucx_perftest ucp_am_lat / ucp_am_bw with UCX_TLS=posix
 #   tcp driver  vs sockperf ping-pong (latency) and iperf3 (bulk bandwidth)
 #   ucx driver  vs ucx_perftest with the same UCX_TLS (CX_BENCH_UCX_TLS, default tcp)
+#   dpdk driver vs a bare DPDK memif ping-pong (dpdk_pingpong.c), two processes on one memif
 # One-way latency of 8-byte messages (sockperf's minimum is 14 B), bandwidth of 1 MiB
 # messages. Prints a Markdown table with ratios; writes bench/results/transport.json and
 # transport.md.
@@ -12,6 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 out="$here/../results"
 mkdir -p "$out"
 make -s -C "$here" -j2 >/dev/null
+make -s -C "$here" -f dpdk.mk >/dev/null || echo "dpdk benchmark not built (see above)" >&2
 bench="$here/build/transport_bench"
 LAT_N=${LAT_N:-100000} BW_N=${BW_N:-2000} SECS=${SECS:-3}
 UTLS=${CX_BENCH_UCX_TLS:-tcp}
@@ -68,6 +70,22 @@ if have iperf3; then
   wait "$s" 2>/dev/null || true
   echo "iperf3_bw $bps" >>"$R"
 fi
+# dpdk: <program> <server args> <client args> -> the client's JSON line. Server and client
+# are two processes on one memif pair; the client starts once the server's port is up.
+dpdk_run() {
+  local sock="$tmp/dpdk.sock"
+  "$1" server "$sock" $2 >"$tmp/dpdk-server.log" 2>&1 & local s=$!; pids+=("$s")
+  for _ in $(seq 200); do grep -q '^ready' "$tmp/dpdk-server.log" && break; sleep 0.1; done
+  timeout 120 "$1" client "$sock" $3 2>>"$tmp/dpdk-client.log" | grep '^{' || true
+  wait "$s" 2>/dev/null || true
+}
+if [ -x "$here/build/dpdk_bench" ] && [ -x "$here/build/dpdk_pingpong" ]; then
+  echo "cx_dpdk_lat $(dpdk_run "$here/build/dpdk_bench" stack "lat $LAT_N 8")" >>"$R"
+  echo "cx_dpdk_raw_lat $(dpdk_run "$here/build/dpdk_bench" raw "lat-raw $LAT_N 8")" >>"$R"
+  echo "cx_dpdk_bw $(dpdk_run "$here/build/dpdk_bench" stack "bw $BW_N 1048576")" >>"$R"
+  echo "bare_dpdk_lat $(dpdk_run "$here/build/dpdk_pingpong" "" "lat $LAT_N 8")" >>"$R"
+  echo "bare_dpdk_bw $(dpdk_run "$here/build/dpdk_pingpong" "" "bw $BW_N 1048576")" >>"$R"
+fi
 
 python3 - "$R" "$out/transport.json" "$UTLS" <<'PY' | tee "$out/transport.md"
 import json, math, sys, platform, datetime
@@ -108,6 +126,12 @@ if "cx_ucx_lat" in rows:
     p = pt("pt_utls_lat"); q = pt("pt_utls_bw")
     add("ucx", "ucx_perftest ucp_am (UCX_TLS=%s)" % utls, cxl("cx_ucx_lat"), cxb("cx_ucx_bw"),
         (p[0], p[1]) if p else None, q[2] * MiB if q else None, "UCX_TLS=" + utls)
+if "cx_dpdk_lat" in rows:
+    b = cxl("bare_dpdk_lat")
+    add("dpdk", "bare DPDK memif ping-pong (dpdk_pingpong.c)", cxl("cx_dpdk_lat"),
+        cxb("cx_dpdk_bw"), b, cxb("bare_dpdk_bw"), "memif; cx: dpdk link + rel + frag")
+    add("dpdk link", "the same, no rel/frag (8 B only)", cxl("cx_dpdk_raw_lat"), None, b, None,
+        "memif; cx: bare datagram link")
 json.dump(res, open(sys.argv[2], "w"), indent=2)
 f = lambda x, d=2: "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else ("%.*f" % (d, x))
 print("| driver | peer | one-way 8 B median (avg) us: cx | peer | ratio | 1 MiB MB/s: cx | peer | ratio |")

@@ -12,7 +12,8 @@
  * channels_multiplexed (64 channels over one link through the
  * mux filter), perf_smoke (ping-pong latency and streaming bandwidth, printed).
  * A driver that cannot run here (no device) skips with CX_SKIP and the reason, from the
- * `ready` hook (NULL = always ready). */
+ * `ready` hook (NULL = always ready). A driver whose state does not survive fork declares
+ * the suite with CX_DECLARE_TRANSPORT_TESTS_SPAWN and starts the peer_killed peer itself. */
 #ifndef CX_CONFORMANCE_H
 #define CX_CONFORMANCE_H
 
@@ -129,6 +130,23 @@ static inline void cx_conf_count(void *arg, const struct cx_frame_hdr *h, const 
     c[1] += n;
 }
 
+/* The peer of peer_killed: connects to addr, then streams 64 KiB messages until killed
+ * (exit 3 if the connect fails, 4 when the link fails). */
+static inline __attribute__((noreturn)) void cx_conf_stream_until_killed(
+    const struct cx_driver_ops *ops, const char *addr)
+{
+    struct cx_link *k;
+    if (ops->connect(addr, &k) < 0) _exit(3);
+    static uint8_t buf[65536];
+    struct cx_frame_hdr h = {.type = CX_FRAME_DATA};
+    struct iovec v = {buf, sizeof buf};
+    uint64_t c[2] = {0, 0};
+    for (;;) {
+        if (cx_link_pending(k) < (8u << 20)) cx_link_send(k, &h, &v, 1);
+        if (cx_link_progress(k, cx_conf_count, c, 64) < 0) _exit(4);
+    }
+}
+
 /* Big-message receiver: checks a 64 MiB message's pattern. */
 struct cx_conf_big { int got; int bad; size_t len; };
 static inline void cx_conf_on_big(void *arg, const struct cx_frame_hdr *h, const void *p, size_t n)
@@ -154,7 +172,15 @@ static inline void cx_conf_on_big(void *arg, const struct cx_frame_hdr *h, const
         }                                                                                  \
     } while (0)
 
+/* SPAWN (NULL = fork) starts the peer of peer_killed for drivers whose library state does not
+ * survive fork (DPDK's EAL): a function that starts a process which connects to addr and
+ * calls cx_conf_stream_until_killed, and returns its pid (or a negative errno). */
+typedef pid_t (*cx_conf_spawn_fn)(const char *addr);
+
 #define CX_DECLARE_TRANSPORT_TESTS(NAME, OPS, MKADDR, READY)                               \
+    CX_DECLARE_TRANSPORT_TESTS_SPAWN(NAME, OPS, MKADDR, READY, NULL)
+
+#define CX_DECLARE_TRANSPORT_TESTS_SPAWN(NAME, OPS, MKADDR, READY, SPAWN)                  \
     static const char *cx_conf_##NAME##_ready(void)                                        \
     {                                                                                      \
         const char *(*f)(void) = READY;                                                    \
@@ -187,19 +213,12 @@ static inline void cx_conf_on_big(void *arg, const struct cx_frame_hdr *h, const
         MKADDR(addr, sizeof addr);                                                         \
         CX_CONF_CHECK_RC((OPS)->listen(addr, &l));                                          \
         fflush(NULL);                                                                      \
-        pid_t pid = fork();                                                                \
-        if (pid == 0) { /* child: connect, then stream until killed */                     \
-            struct cx_link *k;                                                             \
-            if ((OPS)->connect((OPS)->listener_addr(l), &k) < 0) _exit(3);                 \
-            static uint8_t buf[65536];                                                     \
-            struct cx_frame_hdr h = {.type = CX_FRAME_DATA};                               \
-            struct iovec v = {buf, sizeof buf};                                            \
-            uint64_t c[2] = {0, 0};                                                        \
-            for (;;) {                                                                     \
-                if (cx_link_pending(k) < (8u << 20)) cx_link_send(k, &h, &v, 1);           \
-                if (cx_link_progress(k, cx_conf_count, c, 64) < 0) _exit(4);               \
-            }                                                                              \
-        }                                                                                  \
+        cx_conf_spawn_fn spawn_ = SPAWN;                                                   \
+        pid_t pid = spawn_ ? spawn_((OPS)->listener_addr(l)) : fork();                     \
+        if (pid == 0) /* child: connect, then stream until killed */                       \
+            cx_conf_stream_until_killed(OPS, (OPS)->listener_addr(l));                     \
+        if (pid < 0) (OPS)->listener_close(l);                                             \
+        CX_CHECK(pid > 0);                                                                 \
         struct cx_link *a;                                                                 \
         int rc = (OPS)->accept(l, 10000, &a);                                              \
         (OPS)->listener_close(l);                                                          \

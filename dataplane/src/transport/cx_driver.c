@@ -9,10 +9,13 @@
 
 /* Optional drivers are weak: the ucx driver is only present when its module is built. */
 extern const struct cx_driver_ops cx_ucx_ops __attribute__((weak));
+extern const struct cx_driver_ops cx_dpdk_ops __attribute__((weak));
+extern const struct cx_driver_ops cx_tls_ops __attribute__((weak)); /* only with OpenSSL */
 
 const struct cx_driver_ops *cx_driver_for(const char *addr)
 {
-    const struct cx_driver_ops *all[] = {&cx_tcp_ops, &cx_shm_ops, &cx_ucx_ops};
+    const struct cx_driver_ops *all[] = {&cx_tcp_ops, &cx_shm_ops, &cx_ucx_ops, &cx_dpdk_ops,
+                                         &cx_udp_ops, &cx_tls_ops};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (!all[i] || !all[i]->scheme)
             continue;

@@ -155,6 +155,13 @@ int cx_link_flush(struct cx_link *k, cx_recv_fn fn, void *arg, int timeout_ms);
 /* The exported ops tables of the network drivers built into this library. */
 extern const struct cx_driver_ops cx_tcp_ops;
 extern const struct cx_driver_ops cx_shm_ops;
+extern const struct cx_driver_ops cx_udp_ops; /* src/transport/udp (datagrams: use a stack) */
+#ifdef CX_HAVE_TLS
+extern const struct cx_driver_ops cx_tls_ops; /* src/transport/tls, when OpenSSL is installed */
+#endif
+#ifdef CX_HAVE_DPDK
+extern const struct cx_driver_ops cx_dpdk_ops; /* src/transport/dpdk, when DPDK is installed */
+#endif
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,30 @@
+# Builds the dpdk driver's benchmark pair: build/dpdk_bench (the Conflux dpdk link, against
+# dataplane/build/libconflux.a) and build/dpdk_pingpong (bare DPDK, its peer). Used by
+# run.sh (make -f dpdk.mk); without DPDK (pkg-config libdpdk) it builds nothing.
+BUILD ?= build
+DP := ../../dataplane
+HAVE_DPDK := $(shell pkg-config --exists libdpdk && echo yes)
+CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror -I$(DP)/src -DCX_HAVE_DPDK \
+          $(shell pkg-config --cflags libdpdk 2>/dev/null)
+DPDK_LIBS := $(shell pkg-config --libs libdpdk 2>/dev/null)
+LIBCX ?= $(DP)/build/libconflux.a
+
+ifeq ($(HAVE_DPDK),yes)
+all: $(BUILD)/dpdk_bench $(BUILD)/dpdk_pingpong
+else
+all:
+	@echo "dpdk.mk: DPDK not installed (pkg-config libdpdk), nothing to build" >&2
+endif
+
+$(DP)/build/libconflux.a: FORCE
+	$(MAKE) -C $(DP) -j2 build/libconflux.a
+
+$(BUILD)/dpdk_bench: dpdk_bench.c $(LIBCX)
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) -o $@ dpdk_bench.c $(LIBCX) $(DPDK_LIBS) -pthread -lm
+
+$(BUILD)/dpdk_pingpong: dpdk_pingpong.c
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) -o $@ dpdk_pingpong.c $(DPDK_LIBS)
+
+.PHONY: all FORCE

@@ -1,0 +1,51 @@
+/* Internals of the tls driver shared by its files (not a public header). */
+#ifndef CX_TLS_INT_H
+#define CX_TLS_INT_H
+
+#include "transport/tls/cx_tls.h"
+
+#include <openssl/ssl.h>
+
+/* --- cx_tls_creds.c --- */
+
+/* A context with the current credentials (reloaded if the files changed), with a reference
+ * for the caller (SSL_CTX_free it). need_cert: refuse a configuration without cert/key. */
+int cx_tls_ctx_acquire(int need_cert, SSL_CTX **out);
+/* The configured expected peer name, copied into buf[cap] ("" = none). */
+void cx_tls_peer_name(char *buf, size_t cap);
+
+/* --- cx_tls_bio.c: a socket BIO that never raises SIGPIPE --- */
+
+struct cx_tls_sock {
+    int fd;
+    int err; /* errno of the last failed send/recv, 0 after EOF */
+    int eof; /* the peer closed the TCP connection */
+};
+/* A BIO over s (not owned: the fd is closed by its owner). NULL on out of memory. */
+BIO *cx_tls_bio_new(struct cx_tls_sock *s);
+
+/* --- cx_tls_error.c --- */
+
+/* Turns a failed SSL call (its return value ret) into a negative errno with a message
+ * "tls: <what> <peer>: <why>": -EACCES for a refused certificate (ours or theirs), -ECONNRESET
+ * when the peer hung up, -EPROTO otherwise. Clears OpenSSL's error queue. */
+int cx_tls_error(SSL *ssl, int ret, const struct cx_tls_sock *s, const char *what, const char *peer);
+/* OpenSSL's queued errors as text (oldest first, "; "-joined) into buf[cap]; clears them. */
+void cx_tls_err_text(char *buf, size_t cap);
+
+/* --- cx_tls.c: the link --- */
+
+/* Wraps an established session (handshake done; ssl, fd and sock owned). rbuf/rlen: bytes
+ * already read past the handshake (copied). */
+int cx_tls_link_new(int fd, SSL *ssl, struct cx_tls_sock *sock, const char *peer,
+                    const uint8_t *rbuf, size_t rlen, struct cx_link **out);
+
+/* --- cx_tls_handshake.c: listen, accept, connect --- */
+int cx_tls_listen(const char *addr, struct cx_listener **out);
+const char *cx_tls_listener_addr(struct cx_listener *l);
+int cx_tls_listener_fd(struct cx_listener *l);
+int cx_tls_accept(struct cx_listener *l, int timeout_ms, struct cx_link **out);
+void cx_tls_listener_close(struct cx_listener *l);
+int cx_tls_connect(const char *addr, struct cx_link **out);
+
+#endif
