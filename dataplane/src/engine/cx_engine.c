@@ -251,7 +251,7 @@ int cx_engine_block(struct cx_engine *e, int timeout_ms)
         }
     }
     pthread_mutex_unlock(&e->lock);
-    if (!blockable || e->stop)
+    if (!blockable || __atomic_load_n(&e->stop, __ATOMIC_ACQUIRE))
         return 0;
     if (__atomic_load_n(&e->waiters, __ATOMIC_SEQ_CST))
         return 1;

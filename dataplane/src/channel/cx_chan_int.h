@@ -1,0 +1,293 @@
+/* Internals of the channel runtime (see README.md for the design).
+ *
+ * Locks. One mutex per process runtime (ctx->lock) guards every table, queue and counter.
+ * One recursive mutex per peer (peer->lock) guards its link, because a driver link must not
+ * be sent on and progressed at once. Order: peer lock, then ctx lock. The progress thread
+ * takes a peer lock blockingly; other threads take one only with trylock while they hold
+ * ctx->lock (if it is busy the event is queued and the progress thread sends it), so no
+ * thread ever waits for a peer lock while holding ctx->lock except the progress thread,
+ * which no other thread waits for. Sink handlers run with ctx->lock released. Engine
+ * sources are added and removed only on the progress thread (cx_engine_add from another
+ * thread would wait for the round, which may wait for ctx->lock). */
+#ifndef CX_CHAN_INT_H
+#define CX_CHAN_INT_H
+
+#include "channel/cx_chan.h"
+#include "channel/cx_chan_queue.h"
+#include "engine/cx_engine.h"
+#include "format/cx_codec.h"
+#include "stack/cx_mux.h"
+#include "transport/cx_driver.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define CHAN_ADDR_MAX 128
+#define CHAN_ID_MAX 192
+#define CHAN_ERR_MAX 256
+/* Bytes a link may hold unsent before a source queues events per sink instead: keeps the
+ * bound of a sink queue meaningful (a tcp link's own queue is unbounded). */
+#define CHAN_LINK_HIGH (256u << 10)
+
+enum chan_role { CHAN_WATCH = 0, CHAN_SOURCE = 1, CHAN_SINK = 2 };
+
+/* A delivery target of this process's sources: a local sink, or a remote sink endpoint. */
+struct chan_dest {
+    struct chan_dest *next;
+    struct cx_chan *ch;
+    int local;
+    struct cx_chan_sink *sink;   /* local */
+    char addr[CHAN_ADDR_MAX];    /* remote: the sink's process */
+    uint32_t tag;                /* remote: the mux tag it receives on */
+    struct chan_peer *peer;      /* remote: NULL until connected */
+    char *filter;                /* derived: expression, or NULL */
+    uint64_t proj_token;         /* derived: projection format, or 0 */
+    const struct cx_format *proj;
+    int proj_asked;
+    struct chan_derived *dv;     /* compiled filters and projection scratch (cx_chan_derived.c) */
+    struct chan_queue q;
+};
+
+/* One member of a channel as this process knows it (the contact's list is the truth). */
+struct chan_member {
+    struct chan_member *next;
+    char addr[CHAN_ADDR_MAX];
+    uint32_t tag, role;
+    char *filter;
+    uint64_t proj;
+};
+
+/* A receive endpoint: the mux tag a channel's events arrive with in this process. Never
+ * freed before the runtime (a dead one drops what still arrives). */
+struct chan_ep {
+    uint32_t tag;
+    int dead;
+    struct cx_chan *ch;
+    struct cx_chan_sink *sink; /* a derived sink's own endpoint; NULL = the channel's plain sinks */
+};
+
+struct chan_out; /* a queued control frame (cx_chan_peer.c) */
+
+/* One link to another process, shared by every channel (mux on top). */
+struct chan_peer {
+    struct chan_peer *next;
+    struct cx_chan_ctx *ctx;
+    pthread_mutex_t lock;     /* recursive; the link */
+    struct cx_mux *mux;
+    struct cx_link *link;     /* cx_mux_link(mux) */
+    char addr[CHAN_ADDR_MAX]; /* the remote process's address; "" until its HELLO */
+    int engine_id;            /* -1 until the progress thread registered it */
+    int failed;               /* negative errno once broken */
+    struct cx_link **mch;     /* mux channels, indexed like ctx->eps */
+    size_t nmch;
+    unsigned synced;          /* ctx->ep_gen they match */
+    uint64_t *pushed;         /* format tokens described on this link */
+    size_t npushed, cpushed;
+    struct chan_out *out, *out_tail; /* control frames to send (ctx lock) */
+    unsigned queued;          /* events waiting in queues of dests on this peer (ctx lock) */
+};
+
+struct cx_chan_source {
+    struct cx_chan_source *next;
+    struct cx_chan *ch;
+    const struct cx_format *fmt;
+    uint64_t token;
+    uint32_t tag;
+    uint64_t seq;
+};
+
+struct cx_chan_sink {
+    struct cx_chan_sink *next;
+    struct cx_chan *ch;        /* NULL once detached (closed while its handler ran) */
+    const struct cx_format *fmt;
+    cx_chan_handler fn;
+    void *arg;
+    char *filter;
+    const struct cx_format *proj;
+    struct chan_ep *ep;
+    struct chan_dest *ldest;   /* its local delivery target */
+    int busy, dead;
+    int closer;                /* a thread waits in close for busy to reach 0 */
+    uint8_t *scratch;          /* conversion output */
+    size_t scap;
+    char err[CHAN_ERR_MAX];
+};
+
+struct cx_chan {
+    struct cx_chan *next;
+    struct cx_chan_ctx *ctx;
+    int refs;
+    int state;                 /* 0 joining, 1 open, <0 failed (-errno) */
+    char id[CHAN_ID_MAX];
+    char contact[CHAN_ADDR_MAX];
+    uint32_t cnum;             /* number at the contact */
+    int is_contact;
+    const struct cx_format *fmt;
+    enum cx_chan_mode mode;
+    unsigned qlimit;
+    struct chan_member *members;
+    struct chan_dest *dests;
+    char (*watch)[CHAN_ADDR_MAX]; /* contact: processes that opened it */
+    size_t nwatch, cwatch;
+    struct cx_chan_source *sources;
+    struct cx_chan_sink *sinks;
+    struct chan_ep *plain_ep;  /* endpoint of the sinks without filter or projection */
+    unsigned nplain;
+    struct cx_chan_stats st;
+};
+
+/* A request waiting for its reply (JOIN). */
+struct chan_req {
+    struct chan_req *next;
+    struct chan_peer *peer;    /* the reply comes from there; its failure ends the wait */
+    uint64_t id;
+    int done, status;
+    char text[CHAN_ERR_MAX];
+    uint64_t token;
+    uint32_t mode, qlimit;
+};
+
+struct cx_chan_ctx {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;         /* replies, room in queues, idle handlers, flushes */
+    struct cx_engine *eng;
+    const struct cx_driver_ops *lops;
+    struct cx_listener *listener;
+    char addr[CHAN_ADDR_MAX];
+    int kickfd;                /* eventfd: wakes the runtime's own engine source */
+    int kicked;                /* a kick is pending (coalesces eventfd writes) */
+    uint32_t next_num;
+    uint64_t next_req;
+    struct chan_peer *peers;
+    struct cx_chan *chans;
+    struct chan_ep **eps;
+    size_t neps, ceps;
+    unsigned ep_gen;
+    struct chan_req *reqs;
+    unsigned local_pending;    /* events in local sinks' queues */
+    int need_connect;          /* some dest waits for a link */
+};
+
+/* A control message, carried as a Conflux-format event in CX_FRAME_CTRL frames. */
+enum chan_op {
+    CTRL_HELLO = 1,      /* addr: the connecting process introduces itself */
+    CTRL_JOIN = 2,       /* to the contact: chan, role, tag, addr, filter, token = projection */
+    CTRL_JOIN_REPLY = 3, /* status, text, token = channel format, mode, qlimit */
+    CTRL_MEMBER_ADD = 4, /* contact to watchers: chan, role, tag, addr, filter, token */
+    CTRL_MEMBER_DEL = 5, /* contact to watchers: chan, role, tag, addr */
+    CTRL_LEAVE = 6,      /* to the contact: chan, role, tag, addr (role WATCH: the process) */
+    CTRL_FILTER_ERR = 7, /* source to sink: chan, tag, text */
+};
+
+struct chan_ctrl {
+    uint32_t op, role;
+    int32_t status;
+    uint32_t tag, mode, qlimit;
+    uint64_t token, req;
+    char *chan, *addr, *filter, *text;
+};
+
+/* ---- cx_chan_ctx.c ---- */
+void chan_kick(struct cx_chan_ctx *ctx);             /* ctx lock held */
+int chan_on_progress_thread(struct cx_chan_ctx *ctx);
+long long chan_now_ms(void);
+/* Waits on ctx->cv (ctx lock held) until deadline_ms (-1 = forever). 0, or -ETIMEDOUT. */
+int chan_wait(struct cx_chan_ctx *ctx, long long deadline_ms);
+/* Sends a request's message to addr (connecting if needed) and waits for its reply.
+ * Called without ctx lock. */
+int chan_request(struct cx_chan_ctx *ctx, const char *addr, struct chan_ctrl *m,
+                 int timeout_ms, struct chan_req *out);
+
+/* ---- cx_chan_peer.c ---- */
+/* The peer for a process address (ctx lock held), or NULL. */
+struct chan_peer *chan_peer_find(struct cx_chan_ctx *ctx, const char *addr);
+/* Finds or connects the peer for addr. Called without ctx lock (connect blocks). */
+int chan_peer_get(struct cx_chan_ctx *ctx, const char *addr, struct chan_peer **out);
+/* Wraps an accepted or connected link as a peer (queued for the engine). ctx lock held. */
+int chan_peer_add(struct cx_chan_ctx *ctx, struct cx_link *raw, const char *addr,
+                  struct chan_peer **out);
+/* Queues a frame to send from the progress thread (ctx lock held). Copies payload. */
+int chan_peer_post(struct chan_peer *p, const struct cx_frame_hdr *h, const void *payload,
+                   size_t len);
+/* Sends an event frame now, describing its format first if this link has not seen it.
+ * Peer lock held. */
+int chan_peer_send_event(struct chan_peer *p, const struct cx_frame_hdr *h,
+                         const struct cx_format *fmt, const struct iovec *iov, int iovcnt);
+/* Records that the link carried fmt's description (peer lock and ctx lock held). */
+int chan_peer_pushed(struct chan_peer *p, uint64_t token);
+/* The engine source of a peer, registered on the progress thread. */
+int chan_peer_register(struct chan_peer *p);
+/* Sends queued control frames and events (progress thread: peer lock, then ctx lock). */
+int chan_peer_flush(struct chan_peer *p);
+void chan_peer_free(struct chan_peer *p);  /* unlinked, not registered, no users */
+void chan_peer_mark_failed(struct chan_peer *p, int rc);
+
+/* ---- cx_chan_ctrl.c ---- */
+int chan_ctrl_init(void);
+/* Encodes m and queues it on p (ctx lock held). */
+int chan_ctrl_post(struct chan_peer *p, const struct chan_ctrl *m);
+/* Queues a FORMAT frame describing fmt (ctx lock held). */
+int chan_format_post(struct chan_peer *p, const struct cx_format *fmt);
+/* A CTRL or FORMAT frame (or a DATA frame for a tag not yet bound) arrived on p. Progress
+ * thread, peer lock held, ctx lock not held. */
+void chan_frame_recv(struct chan_peer *p, const struct cx_frame_hdr *h, const void *payload,
+                     size_t len);
+
+/* ---- cx_chan_member.c ---- */
+struct cx_chan *chan_find(struct cx_chan_ctx *ctx, const char *id);
+/* Membership changes (ctx lock held). */
+int chan_member_add(struct cx_chan *ch, const char *addr, uint32_t tag, uint32_t role,
+                    const char *filter, uint64_t proj);
+void chan_member_del(struct cx_chan *ch, const char *addr, uint32_t tag, int crashed);
+/* Announces a local member: to the contact (JOIN, waits for the reply) or, at the contact,
+ * to the watchers. Called without ctx lock. */
+int chan_member_announce(struct cx_chan *ch, uint32_t tag, uint32_t role, const char *filter,
+                         uint64_t proj);
+void chan_member_leave(struct cx_chan *ch, uint32_t tag, uint32_t role); /* ctx lock held */
+/* Contact side of JOIN and LEAVE (ctx lock held). */
+void chan_contact_join(struct cx_chan_ctx *ctx, struct chan_peer *p, const struct chan_ctrl *m);
+void chan_contact_leave(struct cx_chan_ctx *ctx, struct chan_peer *p, const struct chan_ctrl *m);
+/* A process died or left: every channel forgets its members (ctx lock held). */
+void chan_process_gone(struct cx_chan_ctx *ctx, const char *addr);
+/* Connects dests that wait for a link (progress thread, ctx lock not held). */
+void chan_connect_pending(struct cx_chan_ctx *ctx);
+void chan_dest_free(struct chan_dest *d);
+
+/* ---- cx_chan_source.c ---- */
+/* Whether events of `from` convert to `to` (a trial encode + decode). 0 or -errno. */
+int chan_check_convert(const struct cx_format *from, const struct cx_format *to);
+/* fmt is registered and describes this machine. 0 or -EINVAL naming `what`. */
+int chan_check_native(const struct cx_format *fmt, const char *what);
+/* Sends what waits in the queues of p's dests while the link has room (both locks held). */
+int chan_drain_peer(struct chan_peer *p);
+/* Drops p from every dest (p is going away; ctx lock held). */
+void chan_forget_peer(struct cx_chan_ctx *ctx, struct chan_peer *p);
+
+/* ---- cx_chan_sink.c ---- */
+struct chan_ep *chan_ep_new(struct cx_chan_ctx *ctx, struct cx_chan *ch,
+                            struct cx_chan_sink *sink); /* ctx lock held */
+struct chan_ep *chan_ep_find(struct cx_chan_ctx *ctx, uint32_t tag); /* ctx lock held */
+/* An event frame for endpoint ep arrived from p (progress thread, peer lock held). */
+void chan_ep_recv(void *ep, const struct cx_frame_hdr *h, const void *payload, size_t len);
+/* Runs local sinks' handlers for queued events (progress thread, no lock held). */
+int chan_dispatch_local(struct cx_chan_ctx *ctx, int budget);
+void chan_sink_detach(struct cx_chan_sink *k); /* ctx lock held; the channel goes away */
+
+/* ---- cx_chan_derived.c ---- */
+/* Checks a filter expression against a format (install time). 0 or -EINVAL with message. */
+int chan_filter_check(const char *expr, const struct cx_format *fmt);
+/* Runs d's filter on a wire event of format fmt: 1 pass, 0 drop, <0 error. */
+int chan_filter_run(struct chan_dest *d, const struct cx_format *fmt, const void *wire,
+                    size_t len);
+/* Converts a wire event to d's projection and encodes it into enc (valid until the next
+ * call for d, while wire lives). 0 or -errno. */
+int chan_project(struct chan_dest *d, uint64_t token, void *wire, size_t len,
+                 struct cx_enc *enc);
+void chan_derived_free(struct chan_dest *d);
+
+/* The peer a progress callback runs for (thread-local, progress thread only). */
+extern __thread struct chan_peer *chan_cur_peer;
+/* The runtime whose engine source the calling thread is running, or NULL. */
+extern __thread struct cx_chan_ctx *chan_thread_ctx;
+
+#endif

@@ -1,0 +1,381 @@
+/* Sources: submit sends each event straight to every sink of the channel. For a remote
+ * sink the event leaves at once, from the caller's memory, when its queue is empty and the
+ * link is free and not backed up; otherwise a reference to one shared copy waits in the
+ * sink's bounded queue and the progress thread sends it when the link drains. The queue
+ * bound is the delivery mode: best-effort drops the oldest, reliable refuses or waits. */
+#define _GNU_SOURCE
+#include "channel/cx_chan_int.h"
+
+#include "common/cx_error.h"
+#include "format/cx_format_registry.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Whether events of `from` convert to `to`: a real encode and decode of an all-zero event,
+ * so the answer (and the error naming the field) is the one the sink would get. */
+int chan_check_convert(const struct cx_format *from, const struct cx_format *to)
+{
+    void *zero = calloc(1, cx_format_size(from) + 8);
+    struct cx_enc enc;
+    uint8_t *wire = NULL, *out = NULL;
+    size_t need = 0;
+    int rc = zero ? cx_encode(from, zero, &enc) : cx_err_set(ENOMEM, "out of memory");
+    if (rc == 0 && !(wire = malloc(enc.length + 8)))
+        rc = cx_err_set(ENOMEM, "out of memory");
+    if (rc == 0) {
+        long n = cx_enc_gather(&enc, wire, enc.length + 8);
+        void *ev;
+        if ((rc = n < 0 ? (int)n : cx_decode_need(to, enc.token, wire, (size_t)n, &need)) == 0 &&
+            (!need || (out = malloc(need))))
+            rc = cx_decode(to, enc.token, wire, (size_t)n, out, need, &ev);
+        else if (rc == 0)
+            rc = cx_err_set(ENOMEM, "out of memory");
+    }
+    free(zero);
+    free(wire);
+    free(out);
+    if (rc < 0)
+        return cx_err_wrap(rc, "format '%s' does not convert to '%s'", cx_format_name(from),
+                           cx_format_name(to));
+    return 0;
+}
+
+int chan_check_native(const struct cx_format *f, const char *what)
+{
+    struct cx_arch a;
+    cx_arch_native(&a);
+    if (cx_format_registry_lookup(cx_format_token(f)) != f)
+        return cx_err_set(EINVAL, "%s format '%s' is not registered (cx_format_registry_insert)",
+                          what, cx_format_name(f));
+    if (memcmp(&a, cx_format_arch(f), sizeof a) != 0)
+        return cx_err_set(EINVAL, "%s format '%s' does not describe this machine", what,
+                          cx_format_name(f));
+    return 0;
+}
+
+int cx_chan_source(struct cx_chan *ch, const struct cx_format *fmt, struct cx_chan_source **out)
+{
+    if (!fmt)
+        return cx_err_set(EINVAL, "channel %s: a source needs a format", ch->id);
+    int rc = chan_check_native(fmt, "source");
+    if (rc == 0 && ch->fmt)
+        rc = chan_check_convert(fmt, ch->fmt);
+    if (rc < 0)
+        return cx_err_wrap(rc == -EINVAL ? rc : -EPROTO, "channel %s: source", ch->id);
+    struct cx_chan_source *s = calloc(1, sizeof *s);
+    if (!s)
+        return cx_err_set(ENOMEM, "channel: out of memory");
+    struct cx_chan_ctx *ctx = ch->ctx;
+    pthread_mutex_lock(&ctx->lock);
+    s->ch = ch;
+    s->fmt = fmt;
+    s->token = cx_format_token(fmt);
+    s->tag = ctx->next_num++;
+    s->next = ch->sources;
+    ch->sources = s;
+    ctx->need_connect = 1; /* the sinks known so far need links now */
+    chan_kick(ctx);
+    pthread_mutex_unlock(&ctx->lock);
+    if ((rc = chan_member_announce(ch, s->tag, CHAN_SOURCE, NULL, 0)) < 0) {
+        cx_chan_source_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void cx_chan_source_close(struct cx_chan_source *s)
+{
+    if (!s)
+        return;
+    struct cx_chan *ch = s->ch;
+    pthread_mutex_lock(&ch->ctx->lock);
+    for (struct cx_chan_source **pp = &ch->sources; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    chan_member_leave(ch, s->tag, CHAN_SOURCE);
+    pthread_mutex_unlock(&ch->ctx->lock);
+    free(s);
+}
+
+/* Queues r on d (the caller's count moves to the queue). */
+static void enqueue(struct chan_dest *d, struct chan_ref *r)
+{
+    struct cx_chan_ctx *ctx = d->ch->ctx;
+    struct chan_ref *old = chan_queue_push(&d->q, r);
+    if (old) { /* best-effort and full (reliable never pushes onto a full queue) */
+        d->ch->st.dropped++;
+        chan_ref_put(old);
+        return;
+    }
+    if (d->local)
+        ctx->local_pending++;
+    else if (d->peer)
+        d->peer->queued++;
+    chan_kick(ctx);
+}
+
+static void count_sent(struct cx_chan *ch, size_t len)
+{
+    ch->st.sent++;
+    ch->st.sent_bytes += CX_FRAME_HDR_SIZE + len;
+}
+
+/* Sends a queued event (peer lock and ctx lock held). */
+static void send_ref(struct chan_peer *p, struct chan_dest *d, struct chan_ref *r)
+{
+    struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .channel = d->tag, .seq = r->seq,
+                             .format = r->token};
+    struct cx_enc enc;
+    struct iovec v = {r->wire, r->len};
+    const struct iovec *iov = &v;
+    int n = 1;
+    size_t len = r->len;
+    if (!r->wire) { /* an owned event: encoded now, still no copy */
+        if (cx_encode(r->fmt, r->native, &enc) < 0)
+            return;
+        iov = enc.iov, n = enc.iovcnt, len = enc.length;
+    }
+    if (chan_peer_send_event(p, &h, r->fmt, iov, n) == 0)
+        count_sent(d->ch, len);
+}
+
+int chan_drain_peer(struct chan_peer *p)
+{
+    struct cx_chan_ctx *ctx = p->ctx;
+    int work = 0, more = 1;
+    while (more && p->queued && !p->failed && cx_link_pending(p->link) < CHAN_LINK_HIGH) {
+        more = 0; /* one event per sink per pass: sinks share the link fairly */
+        for (struct cx_chan *ch = ctx->chans; ch; ch = ch->next)
+            for (struct chan_dest *d = ch->dests; d; d = d->next) {
+                if (d->peer != p || !d->q.n || cx_link_pending(p->link) >= CHAN_LINK_HIGH)
+                    continue;
+                struct chan_ref *r = chan_queue_pop(&d->q);
+                p->queued--;
+                send_ref(p, d, r);
+                chan_ref_put(r);
+                work++;
+                more = 1;
+            }
+    }
+    if (work)
+        pthread_cond_broadcast(&ctx->cv); /* room for reliable sources */
+    return work;
+}
+
+void chan_forget_peer(struct cx_chan_ctx *ctx, struct chan_peer *p)
+{
+    for (struct cx_chan *ch = ctx->chans; ch; ch = ch->next)
+        for (struct chan_dest *d = ch->dests; d; d = d->next)
+            if (d->peer == p) {
+                d->peer = NULL;
+                ctx->need_connect = 1;
+            }
+}
+
+/* What one submit carries: the event encoded in place and, made only when needed, the
+ * shared reference (with a wire copy, or the owned event). */
+struct sub {
+    struct cx_chan_source *s;
+    struct cx_enc enc;
+    void *owned;
+    void (*release)(void *, void *);
+    void *rarg;
+    struct chan_ref *ref;
+    uint64_t seq;
+};
+
+static struct chan_ref *sub_ref(struct sub *u, int wire)
+{
+    if (!u->ref) {
+        if (!(u->ref = chan_ref_new(u->s->fmt, u->seq)))
+            return NULL;
+        if (u->owned) {
+            u->ref->native = u->owned;
+            u->ref->release = u->release;
+            u->ref->rarg = u->rarg;
+            u->owned = NULL; /* the ref releases it now */
+        }
+    }
+    if ((wire || !u->ref->native) && chan_ref_gather(u->ref, &u->enc) < 0)
+        return NULL;
+    return u->ref;
+}
+
+/* Runs d's filter: 1 send, 0 filtered out. A filter that fails counts as filtered. */
+static int dest_wants(struct sub *u, struct chan_dest *d)
+{
+    if (!d->filter)
+        return 1;
+    struct chan_ref *r = sub_ref(u, 1);
+    if (!r)
+        return 1; /* cannot evaluate without memory: deliver rather than lose */
+    return chan_filter_run(d, u->s->fmt, r->wire, r->len) == 1;
+}
+
+static void deliver_local(struct sub *u, struct chan_dest *d)
+{
+    const struct cx_format *want = d->sink->fmt;
+    int wire = !want || want != u->s->fmt; /* typed, same format: the struct itself */
+    struct chan_ref *r = sub_ref(u, wire);
+    if (r)
+        enqueue(d, chan_ref_get(r));
+}
+
+static void deliver_remote(struct sub *u, struct chan_dest *d)
+{
+    struct cx_chan *ch = d->ch;
+    const struct cx_enc *e = &u->enc;
+    const struct cx_format *fmt = u->s->fmt;
+    struct cx_enc pe;
+    if (d->proj_token && !d->proj) {
+        d->proj = cx_format_registry_lookup(d->proj_token);
+        if (!d->proj && !d->proj_asked && d->peer) { /* fetch it from the sink */
+            struct cx_frame_hdr h = {.type = CX_FRAME_FORMAT, .format = d->proj_token};
+            d->proj_asked = chan_peer_post(d->peer, &h, NULL, 0) == 0;
+        }
+    }
+    if (d->proj) { /* until the projection is known the whole event goes: still correct */
+        struct chan_ref *r = sub_ref(u, 1);
+        if (r && chan_project(d, u->s->token, r->wire, r->len, &pe) == 0) {
+            ch->st.projected_bytes_saved += e->length > pe.length ? e->length - pe.length : 0;
+            e = &pe;
+            fmt = d->proj;
+        }
+    }
+    struct chan_peer *p = d->peer;
+    if (!d->q.n && p && !p->failed && pthread_mutex_trylock(&p->lock) == 0) {
+        int sent = 0;
+        if (cx_link_pending(p->link) < CHAN_LINK_HIGH) {
+            struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .channel = d->tag, .seq = u->seq,
+                                     .format = cx_format_token(fmt)};
+            if (chan_peer_send_event(p, &h, fmt, e->iov, e->iovcnt) == 0)
+                count_sent(ch, e->length);
+            sent = 1; /* or the link broke: the sink goes with it */
+        }
+        pthread_mutex_unlock(&p->lock);
+        if (sent)
+            return;
+    }
+    struct chan_ref *r;
+    if (e == &pe) { /* the projected event gets its own copy */
+        if ((r = chan_ref_new(fmt, u->seq)) && chan_ref_gather(r, e) < 0) {
+            chan_ref_put(r);
+            r = NULL;
+        }
+    } else {
+        r = sub_ref(u, 0);
+        if (r)
+            chan_ref_get(r);
+    }
+    if (r)
+        enqueue(d, r);
+}
+
+/* A reliable channel: the first sink (that this event goes to) whose queue is full. */
+static struct chan_dest *full_dest(struct sub *u, const char *pass)
+{
+    struct cx_chan *ch = u->s->ch;
+    if (ch->mode != CX_CHAN_RELIABLE)
+        return NULL;
+    size_t i = 0;
+    for (struct chan_dest *d = ch->dests; d; d = d->next, i++)
+        if (pass[i] && chan_queue_full(&d->q))
+            return d;
+    return NULL;
+}
+
+static int submit(struct cx_chan_source *s, const void *event, struct sub *u, int timeout_ms)
+{
+    struct cx_chan *ch = s->ch;
+    struct cx_chan_ctx *ctx = ch->ctx;
+    int rc = cx_encode(s->fmt, event, &u->enc);
+    if (rc < 0) {
+        if (u->owned && u->release)
+            u->release(u->rarg, u->owned);
+        return cx_err_wrap(rc, "channel %s: submit", ch->id);
+    }
+    long long deadline = timeout_ms < 0 ? -1 : chan_now_ms() + timeout_ms;
+    char small[64], *pass = small;
+    int counted = 0;
+    pthread_mutex_lock(&ctx->lock);
+    for (;;) {
+        size_t n = 0;
+        for (struct chan_dest *d = ch->dests; d; d = d->next)
+            n++;
+        if (pass != small)
+            free(pass);
+        pass = n <= sizeof small ? small : malloc(n);
+        if (!pass) {
+            pass = small;
+            rc = cx_err_set(ENOMEM, "channel: out of memory");
+            break;
+        }
+        u->seq = s->seq + 1;
+        size_t i = 0;
+        for (struct chan_dest *d = ch->dests; d; d = d->next)
+            pass[i++] = (char)dest_wants(u, d);
+        struct chan_dest *full = full_dest(u, pass);
+        if (!full)
+            break;
+        ch->st.blocked += !counted;
+        counted = 1;
+        if (timeout_ms == 0 || chan_on_progress_thread(ctx)) {
+            rc = cx_err_set(EAGAIN, "channel %s: the queue of sink %s/%u is full (%u events)",
+                            ch->id, full->local ? ctx->addr : full->addr,
+                            full->local ? full->sink->ep->tag : full->tag, full->q.cap);
+            break;
+        }
+        if (chan_wait(ctx, deadline) < 0) {
+            rc = cx_err_set(ETIMEDOUT, "channel %s: no room in the queue of sink %s within %d ms",
+                            ch->id, full->local ? ctx->addr : full->addr, timeout_ms);
+            break;
+        }
+    }
+    if (rc == 0) {
+        s->seq = u->seq;
+        if (u->ref)
+            u->ref->seq = u->seq; /* made while waiting, another submit may have gone first */
+        ch->st.submitted++;
+        size_t i = 0;
+        for (struct chan_dest *d = ch->dests; d; d = d->next, i++) {
+            if (!pass[i]) {
+                ch->st.filtered++;
+                ch->st.filtered_bytes += CX_FRAME_HDR_SIZE + u->enc.length;
+            } else if (d->local) {
+                deliver_local(u, d);
+            } else {
+                deliver_remote(u, d);
+            }
+        }
+    }
+    if (u->ref)
+        chan_ref_put(u->ref); /* the submit's own count */
+    else if (u->owned && u->release)
+        u->release(u->rarg, u->owned); /* nobody kept it */
+    pthread_mutex_unlock(&ctx->lock);
+    if (pass != small)
+        free(pass);
+    return rc;
+}
+
+int cx_chan_submit_wait(struct cx_chan_source *s, const void *event, int timeout_ms)
+{
+    struct sub u = {.s = s};
+    return submit(s, event, &u, timeout_ms);
+}
+
+int cx_chan_submit(struct cx_chan_source *s, const void *event)
+{
+    return cx_chan_submit_wait(s, event, 0);
+}
+
+int cx_chan_submit_owned(struct cx_chan_source *s, void *event,
+                         void (*release)(void *arg, void *event), void *arg, int timeout_ms)
+{
+    struct sub u = {.s = s, .owned = event, .release = release, .rarg = arg};
+    return submit(s, event, &u, timeout_ms);
+}
