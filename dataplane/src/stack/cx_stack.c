@@ -8,8 +8,11 @@
 #include <stdio.h>
 #include <string.h>
 
-static const struct { const char *scheme; int rank; int same_node, same_fabric; } schemes[] = {
-    {"shm", 10, 1, 0}, {"ucx", 20, 0, 1}, {"dpdk", 25, 0, 1}, {"tcp", 30, 0, 0},
+/* cross_cluster: the only schemes used between clusters (the WAN): TLS with mutual
+ * authentication. Inside a cluster tls ranks last (a fallback when tcp is not offered). */
+static const struct { const char *scheme; int rank; int same_node, same_fabric, cross_cluster; } schemes[] = {
+    {"shm", 10, 1, 0, 0}, {"ucx", 20, 0, 1, 0}, {"dpdk", 25, 0, 1, 0}, {"tcp", 30, 0, 0, 0},
+    {"udp", 35, 0, 0, 0}, {"tls", 40, 0, 0, 1},
 };
 
 static int lookup(const char *addr)
@@ -43,7 +46,12 @@ int cx_stack_plan(const struct cx_stack_adv *local, const struct cx_stack_adv *r
     int same_node = local->node && remote->node && *local->node && !strcmp(local->node, remote->node);
     int same_fabric = local->fabric && remote->fabric && *local->fabric &&
                       !strcmp(local->fabric, remote->fabric);
+    /* unknown ("") clusters count as the same: a cluster name is only told across sites */
+    int same_cluster = !(local->cluster && remote->cluster && *local->cluster && *remote->cluster &&
+                         strcmp(local->cluster, remote->cluster));
     for (size_t s = 0; s < sizeof schemes / sizeof schemes[0] && n < CX_MULTI_MAX; s++) {
+        if (!same_cluster && !schemes[s].cross_cluster)
+            continue;
         if (schemes[s].same_node && !same_node)
             continue;
         if (schemes[s].same_fabric && !same_fabric)
@@ -62,9 +70,10 @@ int cx_stack_plan(const struct cx_stack_adv *local, const struct cx_stack_adv *r
     }
     cx_err_clear();
     if (n == 0)
-        return cx_err_set(EHOSTUNREACH, "stack: no common link (node '%s' vs '%s', fabric '%s' vs '%s')",
+        return cx_err_set(EHOSTUNREACH, "stack: no common link (node '%s' vs '%s', fabric '%s' vs '%s'%s)",
                           local->node ? local->node : "", remote->node ? remote->node : "",
-                          local->fabric ? local->fabric : "", remote->fabric ? remote->fabric : "");
+                          local->fabric ? local->fabric : "", remote->fabric ? remote->fabric : "",
+                          same_cluster ? "" : "; other cluster: only tls:// crosses clusters");
     return n;
 }
 

@@ -3,8 +3,8 @@
  *
  * 1. cx_stack_plan: from both ends' advertisements (node, fabric, listen addresses) pick the
  *    common links, best first: shm when both ends share a node, ucx/dpdk when they share a
- *    fabric, tcp otherwise (always as the last resort). Only schemes built into this
- *    library count. Pure function; the connecting side dials the planned addresses.
+ *    fabric, then tcp, udp, and tls last; between clusters only tls (mutual TLS over the
+ *    WAN). Only schemes built into this library count. Pure function; the connecting side dials the planned addresses.
  * 2. cx_stack_assemble: given the connected links (same order on both ends), wraps each in
  *    what its capabilities ask for (reliability under datagram drivers, fragmentation over
  *    a small max_msg) and, with more than one link, a multi-protocol filter under one
@@ -23,6 +23,7 @@ struct cx_stack_adv {
     const char *fabric; /* fast-fabric name (Fabric CR), "" = none */
     const char *addrs[CX_MULTI_MAX]; /* listen addresses, any order */
     int naddr;
+    const char *cluster; /* cluster (site) name, NULL/"" = unknown; between clusters only tls */
 };
 
 /* Writes into out[] the remote addresses to dial, best first; returns their count (>= 1),

@@ -205,10 +205,10 @@ CX_TEST(rel_over_lossy_datagrams_exactly_once_in_order)
 CX_TEST(stack_plan_picks_best_common_link)
 {
     const char *out[CX_MULTI_MAX];
-    struct cx_stack_adv me = {"node-a", "ib0", {"tcp://10.0.0.1:1", "shm:///a.sock", "ucx://10.0.0.1:2"}, 3};
-    struct cx_stack_adv same = {"node-a", "ib0", {"shm:///b.sock", "tcp://10.0.0.2:1"}, 2};
-    struct cx_stack_adv other = {"node-b", "", {"shm:///c.sock", "tcp://10.0.0.3:1"}, 2};
-    struct cx_stack_adv none = {"node-b", "", {"shm:///c.sock"}, 1};
+    struct cx_stack_adv me = {"node-a", "ib0", {"tcp://10.0.0.1:1", "shm:///a.sock", "ucx://10.0.0.1:2"}, 3, NULL};
+    struct cx_stack_adv same = {"node-a", "ib0", {"shm:///b.sock", "tcp://10.0.0.2:1"}, 2, NULL};
+    struct cx_stack_adv other = {"node-b", "", {"shm:///c.sock", "tcp://10.0.0.3:1"}, 2, NULL};
+    struct cx_stack_adv none = {"node-b", "", {"shm:///c.sock"}, 1, NULL};
     int n = cx_stack_plan(&me, &same, out);
     CX_CHECK_EQ_INT(n, 2);
     CX_CHECK_STR(out[0], "shm:///b.sock");
@@ -218,6 +218,21 @@ CX_TEST(stack_plan_picks_best_common_link)
     CX_CHECK_STR(out[0], "tcp://10.0.0.3:1");
     CX_CHECK_EQ_INT(cx_stack_plan(&me, &none, out), -EHOSTUNREACH);
     CX_CHECK(cx_stack_scheme_rank("shm:///x") < cx_stack_scheme_rank("tcp://x:1"));
+    /* another cluster: only tls crosses, whatever else both ends offer */
+    struct cx_stack_adv site_a = {"node-a", "ib0", {"tcp://10.0.0.1:1", "tls://10.0.0.1:3"}, 2, "site-a"};
+    struct cx_stack_adv site_b = {"node-a", "ib0", {"tcp://10.9.0.1:1", "tls://10.9.0.1:3"}, 2, "site-b"};
+    struct cx_stack_adv site_b_plain = {"node-z", "", {"tcp://10.9.0.2:1"}, 1, "site-b"};
+    n = cx_stack_plan(&site_a, &site_b, out);
+#ifdef CX_HAVE_TLS
+    CX_CHECK_EQ_INT(n, 1);
+    CX_CHECK_STR(out[0], "tls://10.9.0.1:3");
+#endif
+    CX_CHECK_EQ_INT(cx_stack_plan(&site_a, &site_b_plain, out), -EHOSTUNREACH);
+    CX_CHECK(strstr(cx_errmsg(), "only tls"));
+    site_b.cluster = "site-a"; /* same site: tcp first, tls last */
+    n = cx_stack_plan(&site_a, &site_b, out);
+    CX_CHECK(n >= 1);
+    CX_CHECK_STR(out[0], "tcp://10.9.0.1:1");
 }
 
 CX_TEST(stack_single_reliable_link_collapses)

@@ -7,15 +7,23 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Optional drivers are weak: the ucx driver is only present when its module is built. */
-extern const struct cx_driver_ops cx_ucx_ops __attribute__((weak));
-extern const struct cx_driver_ops cx_dpdk_ops __attribute__((weak));
-extern const struct cx_driver_ops cx_tls_ops __attribute__((weak)); /* only with OpenSSL */
-
+/* Optional drivers are in the table when their module is built (its module.mk defines
+ * CX_HAVE_<NAME>). Strong references on purpose: a weak one would not pull the driver's
+ * object out of libconflux.a, and a program linked statically would lack the driver. */
 const struct cx_driver_ops *cx_driver_for(const char *addr)
 {
-    const struct cx_driver_ops *all[] = {&cx_tcp_ops, &cx_shm_ops, &cx_ucx_ops, &cx_dpdk_ops,
-                                         &cx_udp_ops, &cx_tls_ops};
+    const struct cx_driver_ops *all[] = {
+        &cx_tcp_ops, &cx_shm_ops, &cx_udp_ops,
+#ifdef CX_HAVE_UCX
+        &cx_ucx_ops,
+#endif
+#ifdef CX_HAVE_DPDK
+        &cx_dpdk_ops,
+#endif
+#ifdef CX_HAVE_TLS
+        &cx_tls_ops,
+#endif
+    };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (!all[i] || !all[i]->scheme)
             continue;

@@ -156,6 +156,9 @@ int cx_link_flush(struct cx_link *k, cx_recv_fn fn, void *arg, int timeout_ms);
 extern const struct cx_driver_ops cx_tcp_ops;
 extern const struct cx_driver_ops cx_shm_ops;
 extern const struct cx_driver_ops cx_udp_ops; /* src/transport/udp (datagrams: use a stack) */
+#ifdef CX_HAVE_UCX
+extern const struct cx_driver_ops cx_ucx_ops; /* src/transport/ucx, when UCX is installed */
+#endif
 #ifdef CX_HAVE_TLS
 extern const struct cx_driver_ops cx_tls_ops; /* src/transport/tls, when OpenSSL is installed */
 #endif
