@@ -27,10 +27,10 @@ static const struct cx_field ctrl_fields[] = {
     {"addr", "string", sizeof(char *), offsetof(struct chan_ctrl, addr), NULL},
     {"filter", "string", sizeof(char *), offsetof(struct chan_ctrl, filter), NULL},
     {"text", "string", sizeof(char *), offsetof(struct chan_ctrl, text), NULL},
-    {NULL},
+    {NULL, NULL, 0, 0, NULL},
 };
 static const struct cx_struct_decl ctrl_decl[] = {
-    {"conflux_channel_ctrl", ctrl_fields, sizeof(struct chan_ctrl)}, {NULL}};
+    {"conflux_channel_ctrl", ctrl_fields, sizeof(struct chan_ctrl)}, {NULL, NULL, 0}};
 
 static const struct cx_format *ctrl_fmt;
 static pthread_once_t ctrl_once = PTHREAD_ONCE_INIT;
