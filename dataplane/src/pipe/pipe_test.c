@@ -11,6 +11,7 @@
 #include "pipe/cx_pipe_buf.h"
 #include "space/cx_space_server.h"
 #include "space/space_testutil.h"
+#include "testutil/cx_netns.h"
 
 #include <signal.h>
 #include <stdatomic.h>
@@ -444,6 +445,87 @@ CX_TEST(space_killed_and_restarted_mid_stream)
     pi_detach(r);
     pi_space_close(s);
     space_down(&sp);
+}
+
+/* The link between the reader's host and the writer's and space's host is cut (every TCP
+ * connection across it reset, new ones refused) for a while mid-stream, then restored: the
+ * reader, in another network namespace, reconnects and still gets exactly the sequence. */
+static int iptables_cut(const char *ns, const char *peer, int on)
+{
+    const char *op = on ? "-I" : "-D";
+    char *in[] = {"ip", "netns", "exec", (char *)ns, "iptables", "-w", (char *)op, "INPUT", "-s", (char *)peer,
+                  "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset", NULL};
+    char out[512];
+    return cx_netns_run(in, out, sizeof out);
+}
+
+CX_TEST(link_cut_between_namespaces_mid_stream)
+{
+    const char *why = cx_netns_unavailable();
+    if (why)
+        CX_SKIP("network namespaces unavailable: %s", why);
+    struct cx_netns_pair np;
+    CX_CHECK_EQ_INT(cx_netns_pair_create("cxpip", &np), 0);
+    char dir[64], listen[64], addr[160];
+    CX_CHECK(tmpdir_make(dir));
+    snprintf(listen, sizeof listen, "tcp://%s:0", np.ip[0]);
+    int ready[2];
+    CX_CHECK_EQ_INT(pipe(ready), 0);
+    /* the space server on host a */
+    int saved = cx_netns_enter(np.ns[0]);
+    CX_CHECK(saved >= 0);
+    pid_t space = space_spawn(dir, listen, addr);
+    cx_netns_leave(saved);
+    CX_CHECK(space > 0);
+    /* the reader on host b: attaches first, reads everything, checks it */
+    pid_t reader = fork();
+    if (reader == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (cx_netns_enter(np.ns[1]) < 0)
+            _exit(2);
+        int s = pi_space_open(addr, NULL);
+        int r = s >= 0 ? pi_attach("cut", s) : -1;
+        char one = r >= 0 ? 1 : 0;
+        if (write(ready[1], &one, 1) != 1 || r < 0)
+            _exit(3);
+        long n = read_all(r, 0, 3000, 20000);
+        struct pi_reader_stats st;
+        pi_reader_stats(r, &st);
+        printf("    reader on %s: %ld segments, %llu from the writer, %llu from the space, %llu reconnects\n",
+               np.ip[1], n, (unsigned long long)st.from_writer, (unsigned long long)st.from_space,
+               (unsigned long long)st.reconnects);
+        fflush(stdout);
+        _exit(n == 3000 && st.reconnects > 0 ? 0 : 4);
+    }
+    char one;
+    CX_CHECK_EQ_INT(read(ready[0], &one, 1), 1);
+    CX_CHECK_EQ_INT(one, 1);
+    /* the writer on host a, in this process's child */
+    pid_t writer = fork();
+    if (writer == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (cx_netns_enter(np.ns[0]) < 0)
+            _exit(2);
+        int s = pi_space_open(addr, NULL);
+        int w = s >= 0 ? pi_create("cut", s, PI_CREATE) : -1;
+        if (w < 0 || write_n(w, 0, 3000, 300) < 0 || pi_close(w) < 0)
+            _exit(3);
+        _exit(0);
+    }
+    usleep(300000);
+    CX_CHECK_EQ_INT(iptables_cut(np.ns[0], np.ip[1], 1), 0); /* cut */
+    usleep(500000);
+    CX_CHECK_EQ_INT(iptables_cut(np.ns[0], np.ip[1], 0), 0); /* restore */
+    int st;
+    waitpid(writer, &st, 0);
+    CX_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    waitpid(reader, &st, 0);
+    CX_CHECK(WIFEXITED(st));
+    CX_CHECK_EQ_INT(WEXITSTATUS(st), 0);
+    kill(space, SIGKILL);
+    waitpid(space, NULL, 0);
+    tmpdir_remove(dir);
+    cx_netns_pair_destroy(&np);
 }
 
 CX_TEST(bad_calls_fail_clearly)
