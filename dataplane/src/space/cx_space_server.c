@@ -4,6 +4,7 @@
  * connections need no locks; the name table and format store are locked on their own
  * because the UDP threads read them too.
  */
+#define _GNU_SOURCE /* POLLRDHUP */
 #include "space/cx_space_server.h"
 
 #include "common/cx_error.h"
@@ -16,6 +17,7 @@
 #include "transport/cx_driver.h"
 
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -290,6 +292,15 @@ static void pump_pipe_readers(struct cx_space_server *s, struct spipe *p)
                 pump_reader(s, c, &c->h[i]);
 }
 
+/* The peer closed (or reset) the connection, though we may not have read that yet. */
+static int conn_hung_up(struct conn *c)
+{
+    struct pollfd pf = {.fd = cx_link_fd(c->link), .events = POLLIN | POLLRDHUP};
+    return pf.fd >= 0 && poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+static void conn_free(struct cx_space_server *s, struct conn *c);
+
 /* ---- requests ---------------------------------------------------------------------- */
 
 static int req_name(const struct cx_sp_request *q, char *out)
@@ -391,6 +402,8 @@ static int do_put(struct cx_space_server *s, struct conn *c, uint64_t seq, const
         return rc;
     struct cx_seg_stat st;
     cx_segstore_stat(p->seg, &st);
+    if (p->writer && p->writer != c && conn_hung_up(p->writer))
+        conn_free(s, p->writer); /* a crashed writer whose close we had not read yet */
     if (p->writer && p->writer != c)
         return cx_err_set(EBUSY, "pipe '%s' has a writer already (single writer per pipe)", name);
     if (q->mode == CX_SP_CREATE && (st.last_id > 0 || st.ended))
