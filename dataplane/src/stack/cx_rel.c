@@ -9,7 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#define RTO_MIN_NS 5000000ull
+#define RTO_INIT_NS 5000000ull
+#define RTO_FLOOR_NS 1000000ull
 #define RTO_MAX_NS 500000000ull
 #define ACK_EVERY 32
 
@@ -17,7 +18,7 @@ struct out_msg {
     struct cx_frame_hdr h;
     uint8_t *data;
     uint32_t len;
-    uint8_t sent, sacked;
+    uint8_t sent, sacked, tries;
     uint64_t when, rto;
 };
 
@@ -30,7 +31,9 @@ struct in_msg {
 struct rel {
     struct cx_link base;
     struct cx_link *lower;
-    unsigned window;
+    unsigned window;    /* the most in flight, and the receive window */
+    const struct cx_rel_strategy *strategy;
+    struct cx_rel_cc cc;
     /* send side: out[(first..first+n) % cap] hold seqs base_seq .. base_seq+n-1 */
     struct out_msg *out;
     size_t ocap, ofirst, on;
@@ -62,7 +65,59 @@ static int lower_reliable(struct rel *r)
     return (c.flags & CX_CAP_RELIABLE) != 0;
 }
 
+/* ---- window strategies --------------------------------------------------------------- */
+
+static void fixed_init(struct cx_rel_cc *cc) { cc->window = cc->max_window; }
+static void fixed_ack(struct cx_rel_cc *cc, unsigned n) { (void)cc, (void)n; }
+static void fixed_timeout(struct cx_rel_cc *cc) { (void)cc; }
+const struct cx_rel_strategy cx_rel_fixed = {"fixed", fixed_init, fixed_ack, fixed_timeout};
+
+static void aimd_init(struct cx_rel_cc *cc)
+{
+    cc->cwnd = cc->max_window < 4 ? cc->max_window : 4;
+    cc->window = (unsigned)cc->cwnd;
+}
+static void aimd_ack(struct cx_rel_cc *cc, unsigned n)
+{
+    cc->cwnd += (double)n / cc->cwnd; /* one more per window's worth of acks */
+    if (cc->cwnd > cc->max_window)
+        cc->cwnd = cc->max_window;
+    cc->window = (unsigned)cc->cwnd;
+}
+static void aimd_timeout(struct cx_rel_cc *cc)
+{
+    cc->cwnd = cc->cwnd / 2 < 1 ? 1 : cc->cwnd / 2;
+    cc->window = (unsigned)cc->cwnd;
+}
+const struct cx_rel_strategy cx_rel_aimd = {"aimd", aimd_init, aimd_ack, aimd_timeout};
+
+/* RFC 6298 round-trip estimate. */
+static void rtt_sample(struct cx_rel_cc *cc, uint64_t rtt)
+{
+    if (!cc->srtt_ns) {
+        cc->srtt_ns = rtt;
+        cc->rttvar_ns = rtt / 2;
+    } else {
+        uint64_t d = rtt > cc->srtt_ns ? rtt - cc->srtt_ns : cc->srtt_ns - rtt;
+        cc->rttvar_ns = (3 * cc->rttvar_ns + d) / 4;
+        cc->srtt_ns = (7 * cc->srtt_ns + rtt) / 8;
+    }
+    uint64_t rto = cc->srtt_ns + 4 * cc->rttvar_ns;
+    cc->rto_ns = rto < RTO_FLOOR_NS ? RTO_FLOOR_NS : rto > RTO_MAX_NS ? RTO_MAX_NS : rto;
+}
+
+const struct cx_rel_cc *cx_rel_cc(struct cx_link *k) { return &((struct rel *)k)->cc; }
+
+/* Messages allowed in flight now. */
+static size_t in_flight_max(struct rel *r) { return r->cc.window ? r->cc.window : 1; }
+
 int cx_rel_create(struct cx_link *lower, unsigned window, struct cx_link **out)
+{
+    return cx_rel_create_with(lower, window, &cx_rel_fixed, out);
+}
+
+int cx_rel_create_with(struct cx_link *lower, unsigned window, const struct cx_rel_strategy *strategy,
+                       struct cx_link **out)
 {
     struct rel *r = calloc(1, sizeof *r);
     if (!r)
@@ -76,6 +131,10 @@ int cx_rel_create(struct cx_link *lower, unsigned window, struct cx_link **out)
         return cx_err_set(ENOMEM, "rel: out of memory");
     }
     r->base.ops = &cx_rel_ops;
+    r->strategy = strategy ? strategy : &cx_rel_fixed;
+    r->cc.max_window = r->window;
+    r->cc.rto_ns = RTO_INIT_NS;
+    r->strategy->init(&r->cc);
     r->lower = lower;
     r->base_seq = r->next_seq = r->rcv_next = 1;
     *out = &r->base;
@@ -99,13 +158,15 @@ static int transmit(struct rel *r, struct out_msg *m, int retx)
     }
     uint64_t t = now_ns();
     if (!m->sent) {
-        m->rto = RTO_MIN_NS;
+        m->rto = r->cc.rto_ns;
         r->st.sent++;
     } else {
         m->rto = m->rto * 2 > RTO_MAX_NS ? RTO_MAX_NS : m->rto * 2;
         r->st.retransmitted++;
     }
     m->sent = 1;
+    if (m->tries < 255)
+        m->tries++;
     m->when = t;
     return 0;
 }
@@ -113,7 +174,7 @@ static int transmit(struct rel *r, struct out_msg *m, int retx)
 /* Sends what the window allows. */
 static int pump(struct rel *r)
 {
-    for (size_t i = 0; i < r->on && i < r->window; i++) {
+    for (size_t i = 0; i < r->on && i < in_flight_max(r); i++) {
         struct out_msg *m = out_at(r, i);
         if (!m->sent) {
             int rc = transmit(r, m, 0);
@@ -152,7 +213,7 @@ static int rel_send(struct cx_link *k, const struct cx_frame_hdr *h, const struc
     m->h = *h;
     m->h.seq = r->next_seq++;
     r->on++;
-    if (r->on <= r->window)
+    if (r->on <= in_flight_max(r))
         return transmit(r, m, 0);
     return 0;
 }
@@ -189,12 +250,22 @@ int cx_rel_retransmit_all(struct cx_link *k)
 
 static void on_ack(struct rel *r, uint64_t ack)
 {
+    unsigned n = 0;
+    uint64_t t = 0;
     while (r->on && r->base_seq <= ack) {
-        free(out_at(r, 0)->data);
+        struct out_msg *m = out_at(r, 0);
+        if (m->tries == 1 && !n) { /* one sample per ack, from a message sent once (Karn) */
+            t = now_ns();
+            rtt_sample(&r->cc, t - m->when);
+        }
+        n++;
+        free(m->data);
         r->ofirst = (r->ofirst + 1) % r->ocap;
         r->on--;
         r->base_seq++;
     }
+    if (n)
+        r->strategy->on_ack(&r->cc, n);
 }
 
 static int send_ack(struct rel *r, uint64_t sack)
@@ -282,13 +353,19 @@ static int rel_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
         return rc;
     if (!lower_reliable(r)) { /* retransmit the holes that timed out */
         uint64_t t = now_ns();
+        int fired = 0;
         for (size_t i = 0; i < r->on && i < r->window; i++) {
             struct out_msg *m = out_at(r, i);
             if (m->sent && !m->sacked && t - m->when > m->rto) {
                 if ((rc = transmit(r, m, 1)) < 0)
                     return rc;
+                fired = 1;
                 work++;
             }
+        }
+        if (fired) { /* one congestion signal per round, however many holes */
+            r->cc.timeouts++;
+            r->strategy->on_timeout(&r->cc);
         }
     }
     if (r->need_ack ||

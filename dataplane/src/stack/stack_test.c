@@ -202,6 +202,44 @@ CX_TEST(rel_over_lossy_datagrams_exactly_once_in_order)
     cx_link_close(sb);
 }
 
+/* The AIMD window strategy over the same lossy datagrams: still exactly once and in order;
+ * the window grows from 4 while acks flow and halves on timeouts; the RTO follows the
+ * measured round trip. */
+CX_TEST(rel_aimd_window_over_lossy_datagrams)
+{
+    struct cx_link *a, *b, *ra, *rb;
+    dgram_pair(10, 3, 10, &a, &b);
+    CX_CONF_CHECK_RC(cx_rel_create_with(a, 256, &cx_rel_aimd, &ra));
+    CX_CONF_CHECK_RC(cx_rel_create_with(b, 256, &cx_rel_aimd, &rb));
+    CX_CHECK_EQ_INT(cx_rel_cc(ra)->window, 4);
+    struct cx_link *sa, *sb;
+    CX_CONF_CHECK_RC(cx_frag_create(ra, 1400, &sa));
+    CX_CONF_CHECK_RC(cx_frag_create(rb, 1400, &sb));
+    struct seq_rx r = {0}, back = {0};
+    enum { N = 5000 };
+    double t0 = cx_conf_now();
+    uint64_t sent = 0;
+    unsigned most = 0;
+    while ((r.n < N) && cx_conf_now() - t0 < 30) {
+        for (int i = 0; i < 8 && sent < N; i++) CX_CONF_CHECK_RC(send_indexed(sa, sent++));
+        CX_CONF_CHECK_RC(cx_link_progress(sa, on_indexed, &back, 64));
+        CX_CONF_CHECK_RC(cx_link_progress(sb, on_indexed, &r, 64));
+        if (cx_rel_cc(ra)->window > most)
+            most = cx_rel_cc(ra)->window;
+    }
+    const struct cx_rel_cc *cc = cx_rel_cc(ra);
+    fprintf(stderr, "  aimd: window now %u (largest %u of %u), %llu timeouts, srtt %.1f us, rto %.2f ms\n",
+            cc->window, most, cc->max_window, (unsigned long long)cc->timeouts, cc->srtt_ns / 1e3,
+            cc->rto_ns / 1e6);
+    CX_CHECK_EQ_INT(r.bad, 0);
+    CX_CHECK_EQ_INT(r.n, N);
+    CX_CHECK(most > 4);                      /* it grew */
+    CX_CHECK(cc->timeouts > 0);              /* 10 % loss fires timers */
+    CX_CHECK(cc->srtt_ns > 0 && cc->rto_ns >= 1000000); /* measured, floored at 1 ms */
+    cx_link_close(sa);
+    cx_link_close(sb);
+}
+
 CX_TEST(stack_plan_picks_best_common_link)
 {
     const char *out[CX_MULTI_MAX];
