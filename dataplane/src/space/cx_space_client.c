@@ -374,22 +374,32 @@ void cx_space_serve_formats(struct cx_space_client *c)
     cx_format_registry_set_fetch(fetch_hook, c);
 }
 
+/* A request that opens a handle (PUT, READ): the handle exists here before the reply so
+ * no frame for it is missed, and is dropped again when the server refuses. */
+static int handle_call(struct cx_space_client *c, struct cx_sp_request *q, int writer,
+                       struct cx_sp_reply *r, uint32_t *id)
+{
+    struct chandle *h = hadd(c, writer);
+    if (!h)
+        return cx_err_set(ENOMEM, "handle");
+    *id = q->handle = h->id;
+    int rc = call(c, CX_FRAME_LOOKUP, q, r, CX_SPACE_TIMEOUT_MS);
+    if (rc < 0 && (h = hfind(c, *id)))
+        hdrop(c, h);
+    return rc;
+}
+
 static int put_locked(struct cx_space_client *c, const char *name, int mode, uint64_t format,
                       const char *writer_addr, uint32_t *handle, struct cx_space_pipe_info *out)
 {
-    struct chandle *h = hadd(c, 1);
-    if (!h)
-        return cx_err_set(ENOMEM, "handle");
-    uint32_t id = h->id;
-    struct cx_sp_request q = {.op = CX_SP_PUT, .mode = (uint8_t)mode, .handle = id,
-                              .name = S(name), .format = format, .addr = S(writer_addr)};
+    uint32_t id;
+    struct cx_sp_request q = {.op = CX_SP_PUT, .mode = (uint8_t)mode, .name = S(name),
+                              .format = format, .addr = S(writer_addr)};
     struct cx_sp_reply r;
-    int rc = call(c, CX_FRAME_LOOKUP, &q, &r, CX_SPACE_TIMEOUT_MS);
-    if (rc < 0) {
-        if ((h = hfind(c, id)))
-            hdrop(c, h);
+    int rc = handle_call(c, &q, 1, &r, &id);
+    if (rc < 0)
         return rc;
-    }
+    struct chandle *h;
     if ((h = hfind(c, id)))
         h->acked = r.pipe.last_id; /* what is stored is as good as acked */
     info_from(&r.pipe, out);
@@ -475,18 +485,12 @@ uint64_t cx_space_acked(struct cx_space_client *c, uint32_t handle)
 static int read_start_locked(struct cx_space_client *c, const char *name, uint64_t from_id,
                              uint32_t *handle, struct cx_space_pipe_info *out)
 {
-    struct chandle *h = hadd(c, 0);
-    if (!h)
-        return cx_err_set(ENOMEM, "handle");
-    uint32_t id = h->id;
-    struct cx_sp_request q = {.op = CX_SP_READ, .handle = id, .name = S(name), .from_id = from_id};
+    uint32_t id;
+    struct cx_sp_request q = {.op = CX_SP_READ, .name = S(name), .from_id = from_id};
     struct cx_sp_reply r;
-    int rc = call(c, CX_FRAME_LOOKUP, &q, &r, CX_SPACE_TIMEOUT_MS);
-    if (rc < 0) {
-        if ((h = hfind(c, id)))
-            hdrop(c, h);
+    int rc = handle_call(c, &q, 0, &r, &id);
+    if (rc < 0)
         return rc;
-    }
     info_from(&r.pipe, out);
     *handle = id;
     return 0;

@@ -323,6 +323,35 @@ static int lookup_or_bind(struct cx_space_server *s, const char *name, uint64_t 
     return rc;
 }
 
+/* The request's name checked, and its entry: bound now when absent if bind (GET, PUT). */
+static int named(struct cx_space_server *s, const struct cx_sp_request *q, int bind,
+                 char name[CX_SPACE_NAME_MAX + 1], struct cx_name_entry *e)
+{
+    int rc = req_name(q, name);
+    if (rc == 0)
+        rc = bind ? lookup_or_bind(s, name, q->format, e) : cx_nametable_lookup(s->names, name, e);
+    return rc;
+}
+
+/* named, then the entry's open pipe. */
+static int named_pipe(struct cx_space_server *s, const struct cx_sp_request *q, int bind,
+                      char name[CX_SPACE_NAME_MAX + 1], struct spipe **p)
+{
+    struct cx_name_entry e;
+    int rc = named(s, q, bind, name, &e);
+    return rc < 0 ? rc : pipe_get(s, &e, p);
+}
+
+/* Replies with a pipe result. */
+static void reply_info(struct conn *c, uint64_t seq, uint8_t op, const struct cx_sp_pipe *out)
+{
+    struct cx_sp_buf b = {0};
+    cx_sp_encode_reply_head(&b, op, 0, NULL);
+    cx_sp_encode_pipe(&b, out);
+    reply(c, CX_FRAME_LOOKUP, seq, &b);
+    cx_sp_buf_free(&b);
+}
+
 static void reply_pipe(struct conn *c, uint64_t seq, uint8_t op, struct spipe *p, int with_readers)
 {
     struct cx_sp_pipe out;
@@ -333,23 +362,14 @@ static void reply_pipe(struct conn *c, uint64_t seq, uint8_t op, struct spipe *p
     } else if (p->writer_addr[0] && p->writer) {
         out.addrs[out.naddrs++] = (struct cx_sp_str){p->writer_addr, (uint16_t)strlen(p->writer_addr)};
     }
-    struct cx_sp_buf b = {0};
-    cx_sp_encode_reply_head(&b, op, 0, NULL);
-    cx_sp_encode_pipe(&b, &out);
-    reply(c, CX_FRAME_LOOKUP, seq, &b);
-    cx_sp_buf_free(&b);
+    reply_info(c, seq, op, &out);
 }
 
 static int do_get(struct cx_space_server *s, struct conn *c, uint64_t seq, const struct cx_sp_request *q)
 {
     char name[CX_SPACE_NAME_MAX + 1];
-    struct cx_name_entry e;
     struct spipe *p;
-    int rc = req_name(q, name);
-    if (rc == 0)
-        rc = lookup_or_bind(s, name, q->format, &e);
-    if (rc == 0)
-        rc = pipe_get(s, &e, &p);
+    int rc = named_pipe(s, q, 1, name, &p);
     if (rc < 0)
         return rc;
     if (q->addr.len) {
@@ -391,13 +411,8 @@ static int do_get(struct cx_space_server *s, struct conn *c, uint64_t seq, const
 static int do_put(struct cx_space_server *s, struct conn *c, uint64_t seq, const struct cx_sp_request *q)
 {
     char name[CX_SPACE_NAME_MAX + 1];
-    struct cx_name_entry e;
     struct spipe *p;
-    int rc = req_name(q, name);
-    if (rc == 0)
-        rc = lookup_or_bind(s, name, q->format, &e);
-    if (rc == 0)
-        rc = pipe_get(s, &e, &p);
+    int rc = named_pipe(s, q, 1, name, &p);
     if (rc < 0)
         return rc;
     struct cx_seg_stat st;
@@ -427,13 +442,8 @@ static int do_put(struct cx_space_server *s, struct conn *c, uint64_t seq, const
 static int do_read(struct cx_space_server *s, struct conn *c, uint64_t seq, const struct cx_sp_request *q)
 {
     char name[CX_SPACE_NAME_MAX + 1];
-    struct cx_name_entry e;
     struct spipe *p;
-    int rc = req_name(q, name);
-    if (rc == 0)
-        rc = cx_nametable_lookup(s->names, name, &e);
-    if (rc == 0)
-        rc = pipe_get(s, &e, &p);
+    int rc = named_pipe(s, q, 0, name, &p);
     if (rc < 0)
         return rc;
     struct handle *h = handle_add(c, q->handle);
@@ -451,9 +461,7 @@ static int do_unlink(struct cx_space_server *s, struct conn *c, uint64_t seq, co
 {
     char name[CX_SPACE_NAME_MAX + 1];
     struct cx_name_entry e;
-    int rc = req_name(q, name);
-    if (rc == 0)
-        rc = cx_nametable_lookup(s->names, name, &e);
+    int rc = named(s, q, 0, name, &e);
     if (rc < 0)
         return rc;
     struct spipe *p = pipe_find(s, e.pipe_id);
@@ -482,11 +490,7 @@ static int do_unlink(struct cx_space_server *s, struct conn *c, uint64_t seq, co
     rc = cx_segstore_pipe_unlink(s->store, store_name);
     if (rc < 0 && rc != -ENOENT)
         logf_(s, "unlink '%s': the name is free but its log stays: %s", name, cx_errmsg());
-    struct cx_sp_buf b = {0};
-    cx_sp_encode_reply_head(&b, CX_SP_UNLINK, 0, NULL);
-    cx_sp_encode_pipe(&b, &out);
-    reply(c, CX_FRAME_LOOKUP, seq, &b);
-    cx_sp_buf_free(&b);
+    reply_info(c, seq, CX_SP_UNLINK, &out);
     return 0;
 }
 
@@ -494,9 +498,7 @@ static int do_lookup(struct cx_space_server *s, struct conn *c, uint64_t seq, co
 {
     char name[CX_SPACE_NAME_MAX + 1];
     struct cx_name_entry e;
-    int rc = req_name(q, name);
-    if (rc == 0)
-        rc = cx_nametable_lookup(s->names, name, &e);
+    int rc = named(s, q, 0, name, &e);
     if (rc < 0)
         return rc;
     struct spipe *p = pipe_find(s, e.pipe_id);
@@ -505,11 +507,7 @@ static int do_lookup(struct cx_space_server *s, struct conn *c, uint64_t seq, co
         return 0;
     }
     struct cx_sp_pipe out = {.pipe_id = e.pipe_id, .format = e.format};
-    struct cx_sp_buf b = {0};
-    cx_sp_encode_reply_head(&b, CX_SP_LOOKUP, 0, NULL);
-    cx_sp_encode_pipe(&b, &out);
-    reply(c, CX_FRAME_LOOKUP, seq, &b);
-    cx_sp_buf_free(&b);
+    reply_info(c, seq, CX_SP_LOOKUP, &out);
     return 0;
 }
 
