@@ -21,7 +21,7 @@ $(DP)/build/libconflux.a: FORCE
 
 $(BUILD)/dpdk_bench: dpdk_bench.c $(LIBCX)
 	@mkdir -p $(BUILD)
-	$(CC) $(CFLAGS) -o $@ dpdk_bench.c $(LIBCX) $(DPDK_LIBS) -pthread -lm
+	$(CC) $(CFLAGS) -o $@ dpdk_bench.c $(LIBCX) $(shell $(MAKE) -s -C $(DP) print-ldlibs) -pthread -lm
 
 $(BUILD)/dpdk_pingpong: dpdk_pingpong.c
 	@mkdir -p $(BUILD)
