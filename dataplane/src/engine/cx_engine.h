@@ -29,7 +29,7 @@
 
 #include <stdint.h>
 
-#define CX_ENGINE_MAX_SOURCES 256
+#define CX_ENGINE_MAX_SOURCES 4096 /* slots; rounds scan only up to the highest in use */
 
 struct cx_engine;
 
