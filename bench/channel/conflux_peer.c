@@ -1,0 +1,216 @@
+/* Conflux event-channel peer for the event-channel benchmark (bench_common.h for the
+ * method, the same as every other peer here).
+ *
+ *   conflux_peer [--quick | --lat-n N --bw-bytes N --size N]
+ *
+ * One process forks the sink process, then: the source creates two typed, reliable channels
+ * ("ping": source here -> sink there; "pong": back), the sink opens both. Events go source
+ * to sink directly over the channel runtime's links (TCP on loopback here), in the sender's
+ * native layout (the payload is a variable array: sent from the caller's memory, no copy
+ * when the link is free). Latency: an 'E' event of `size` bytes echoed back at the same
+ * size. Bandwidth: windows of BENCH_WINDOW 'B' events, each window acked with a small 'A'.
+ */
+#include "bench_common.h"
+
+#include "channel/cx_chan.h"
+#include "common/cx_error.h"
+#include "format/cx_format.h"
+#include "format/cx_format_registry.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define TIMEOUT_US 30e6
+
+struct ev {
+    uint8_t kind; /* 'E' echo, 'B' bulk, 'A' ack, 'Q' quit */
+    uint32_t n;
+    uint8_t *data; /* n bytes */
+};
+
+static const char *ev_json = "{\"name\":\"bench_event\",\"fields\":[{\"name\":\"kind\",\"type\":\"uint8\"},"
+                             "{\"name\":\"n\",\"type\":\"uint32\"},{\"name\":\"data\",\"type\":\"uint8[n]\"}]}";
+
+static const struct cx_format *ev_format(void)
+{
+    struct cx_format *f;
+    const struct cx_format *F;
+    if (cx_format_from_json(ev_json, strlen(ev_json), NULL, &f) < 0 || cx_format_size(f) != sizeof(struct ev)) {
+        fprintf(stderr, "conflux_peer: event format: %s\n", cx_errmsg());
+        exit(1);
+    }
+    cx_format_registry_insert(f, &F);
+    return F;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "conflux_peer: %s: %s\n", what, cx_errmsg());
+    exit(1);
+}
+
+/* ---- the sink process -------------------------------------------------------------- */
+
+struct sink_state {
+    struct cx_chan_source *back;
+    unsigned char *buf;
+    long bulk;
+    volatile int quit;
+};
+
+static void sink_on(void *arg, const struct cx_chan_event *e)
+{
+    struct sink_state *s = arg;
+    const struct ev *in = e->data;
+    struct ev out = {.kind = 'A', .n = 0, .data = s->buf};
+    switch (in->kind) {
+    case 'E':
+        out.kind = 'E';
+        out.n = in->n;
+        break;
+    case 'B':
+        if (++s->bulk % BENCH_WINDOW)
+            return;
+        break;
+    case 'Q':
+        s->quit = 1;
+        return;
+    default:
+        return;
+    }
+    while (cx_chan_submit(s->back, &out) == -EAGAIN)
+        ; /* a reply queue of 1024 is never full here; spin rather than drop */
+}
+
+static int run_sink(int rfd)
+{
+    char ids[2][256];
+    if (read(rfd, ids, sizeof ids) != (ssize_t)sizeof ids)
+        return 2;
+    const struct cx_format *F = ev_format();
+    struct cx_chan_ctx *ctx;
+    struct cx_chan *ping, *pong;
+    struct cx_chan_sink *k;
+    struct sink_state s = {.buf = bench_buffer()};
+    if (cx_chan_ctx_create(NULL, &ctx) < 0 || cx_chan_open(ctx, ids[0], 10000, &ping) < 0 ||
+        cx_chan_open(ctx, ids[1], 10000, &pong) < 0 || cx_chan_source(pong, F, &s.back) < 0)
+        die("sink setup");
+    struct cx_chan_sink_opts so = {.format = F};
+    if (cx_chan_sink(ping, &so, sink_on, &s, &k) < 0)
+        die("sink");
+    while (!s.quit)
+        usleep(1000);
+    usleep(100000); /* let the last ack leave */
+    cx_chan_ctx_destroy(ctx);
+    return 0;
+}
+
+/* ---- the source process ------------------------------------------------------------ */
+
+static volatile long g_echoes, g_acks;
+
+static void source_on(void *arg, const struct cx_chan_event *e)
+{
+    (void)arg;
+    const struct ev *in = e->data;
+    if (in->kind == 'E')
+        __atomic_add_fetch(&g_echoes, 1, __ATOMIC_RELEASE);
+    else if (in->kind == 'A')
+        __atomic_add_fetch(&g_acks, 1, __ATOMIC_RELEASE);
+}
+
+static void wait_count(volatile long *c, long want, const char *what)
+{
+    double t0 = bench_now_us();
+    while (__atomic_load_n(c, __ATOMIC_ACQUIRE) < want) {
+        sched_yield(); /* the reply comes on the progress thread: let it run (2 cores) */
+        if (bench_now_us() - t0 > TIMEOUT_US) {
+            fprintf(stderr, "conflux_peer: no %s after 30 s (%ld of %ld)\n", what, *c, want);
+            exit(1);
+        }
+    }
+}
+
+static void submit(struct cx_chan_source *src, const struct ev *e)
+{
+    int rc = cx_chan_submit_wait(src, e, 30000);
+    if (rc < 0) {
+        fprintf(stderr, "conflux_peer: submit: %s\n", cx_errmsg());
+        exit(1);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct bench_opts o;
+    if (bench_parse(argc, argv, 1, &o) < 0)
+        return 2;
+    int p[2];
+    if (pipe(p) != 0)
+        return 1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(p[1]);
+        _exit(run_sink(p[0]));
+    }
+    close(p[0]);
+    const struct cx_format *F = ev_format();
+    struct cx_chan_ctx *ctx;
+    struct cx_chan *ping, *pong;
+    struct cx_chan_source *src;
+    struct cx_chan_sink *k;
+    struct cx_chan_opts co = {.format = F, .mode = CX_CHAN_RELIABLE, .queue_limit = 4 * BENCH_WINDOW};
+    if (cx_chan_ctx_create(NULL, &ctx) < 0 || cx_chan_create(ctx, &co, &ping) < 0 ||
+        cx_chan_create(ctx, &co, &pong) < 0 || cx_chan_source(ping, F, &src) < 0)
+        die("source setup");
+    struct cx_chan_sink_opts so = {.format = F};
+    if (cx_chan_sink(pong, &so, source_on, NULL, &k) < 0)
+        die("sink");
+    char ids[2][256] = {{0}};
+    snprintf(ids[0], sizeof ids[0], "%s", cx_chan_id(ping));
+    snprintf(ids[1], sizeof ids[1], "%s", cx_chan_id(pong));
+    if (write(p[1], ids, sizeof ids) != (ssize_t)sizeof ids)
+        return 1;
+    if (cx_chan_wait_members(ping, 1, 1, 10000) < 0 || cx_chan_wait_members(pong, 1, 1, 10000) < 0)
+        die("waiting for the sink process");
+    unsigned char *buf = bench_buffer();
+    for (int i = 0; i < BENCH_NSIZES; i++) {
+        size_t size = bench_sizes[i];
+        if (o.only && o.only != size)
+            continue;
+        struct ev e = {.kind = 'E', .n = (uint32_t)size, .data = buf};
+        long n = bench_lat_iters(&o, size);
+        double *rtt = malloc((size_t)n * sizeof *rtt);
+        for (long j = -BENCH_WARMUP; j < n; j++) {
+            long want = g_echoes + 1;
+            double t0 = bench_now_us();
+            submit(src, &e);
+            wait_count(&g_echoes, want, "echo");
+            if (j >= 0)
+                rtt[j] = bench_now_us() - t0;
+        }
+        bench_print_latency("conflux", size, rtt, n);
+        free(rtt);
+        e.kind = 'B';
+        long windows = bench_bw_windows(&o, size);
+        long acks0 = g_acks;
+        double t0 = bench_now_us();
+        for (long w = 1; w <= windows; w++) {
+            for (int j = 0; j < BENCH_WINDOW; j++)
+                submit(src, &e);
+            wait_count(&g_acks, acks0 + w, "window ack");
+        }
+        bench_print_bandwidth("conflux", size, windows * BENCH_WINDOW, bench_now_us() - t0);
+    }
+    struct ev q = {.kind = 'Q', .n = 0, .data = buf};
+    submit(src, &q);
+    int st;
+    waitpid(pid, &st, 0);
+    cx_chan_ctx_destroy(ctx);
+    free(buf);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}

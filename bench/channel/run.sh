@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Event-channel benchmark: the shape of the ECho paper's Figures 2 and 3 (latency and
+# bandwidth against event size, 100 B to 1 MB) for Conflux channels and their peers,
+# measured side by side in one run on this machine, two processes on loopback:
+#   zmq       ZeroMQ pub/sub over tcp (zmq_peer.c)
+#   omniorb   omniORB, plain CORBA calls over tcp: oneway push, two-way ping (corba_*.cc)
+#   mpi-tcp   Open MPI, OSU-style ping-pong and windowed bandwidth, btl self,tcp
+#   mpi-shm   the same over Open MPI's shared-memory btl (vader): what MPI uses on one node
+#   conflux   Conflux event channels (conflux_peer.c: two typed reliable channels, TCP links)
+# Method in bench_common.h. Every peer prints JSON lines
+#   {"peer":..,"size":..,"metric":"latency","latency_us":..}  (one-way: round trip / 2)
+#   {"peer":..,"size":..,"metric":"bandwidth","bandwidth_MBps":..}
+# collected in bench/results/channel.jsonl, with a Markdown table in channel.md.
+#   bench/channel/run.sh --quick     few iterations, under a minute in all
+#   bench/channel/run.sh             full run (minutes)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out="$here/../results"
+mode=full
+case "${1:-}" in
+  --quick) mode=quick ;;
+  "") ;;
+  *) echo "usage: $0 [--quick]" >&2; exit 2 ;;
+esac
+opts=(); [ "$mode" = quick ] && opts=(--quick)
+tmo=$([ "$mode" = quick ] && echo 60 || echo 900)   # per peer
+
+mkdir -p "$out"
+make -s -C "$here" -j2
+b="$here/build"
+tmp=$(mktemp -d /tmp/cxbench-channel.XXXXXX)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+port() { echo $((20000 + RANDOM % 20000)); }
+J="$tmp/results.jsonl"
+: >"$J"
+skip() { echo "skipped $1: $2" >&2; echo "{\"peer\":\"$1\",\"skipped\":\"$2\"}" >>"$J"; }
+
+# --- ZeroMQ --------------------------------------------------------------------------------
+if [ -x "$b/zmq_peer" ]; then
+  echo "running zmq ..." >&2
+  p1=$(port); p2=$((p1 + 1))
+  timeout "$tmo" "$b/zmq_peer" sink "$p1" "$p2" 2>"$tmp/zmq-sink.log" & pids+=($!)
+  timeout "$tmo" "$b/zmq_peer" source "$p1" "$p2" "${opts[@]}" >>"$J" 2>"$tmp/zmq.log" ||
+    { cat "$tmp/zmq.log" "$tmp/zmq-sink.log" >&2; skip zmq "failed, see above"; }
+  wait "${pids[-1]}" 2>/dev/null || true
+else
+  skip zmq "not built (libzmq3-dev)"
+fi
+
+# --- omniORB -------------------------------------------------------------------------------
+if [ -x "$b/corba_consumer" ] && [ -x "$b/corba_supplier" ]; then
+  echo "running omniorb ..." >&2
+  ior="$tmp/consumer.ior"
+  orbopts=(-ORBgiopMaxMsgSize 4194304)
+  timeout "$tmo" "$b/corba_consumer" "$ior" -ORBendPoint "giop:tcp:127.0.0.1:$(port)" \
+    "${orbopts[@]}" 2>"$tmp/orb-consumer.log" & pids+=($!)
+  for _ in $(seq 100); do [ -s "$ior" ] && break; sleep 0.1; done
+  timeout "$tmo" "$b/corba_supplier" "$ior" "${opts[@]}" "${orbopts[@]}" >>"$J" 2>"$tmp/orb.log" ||
+    { cat "$tmp/orb.log" "$tmp/orb-consumer.log" >&2; skip omniorb "failed, see above"; }
+  wait "${pids[-1]}" 2>/dev/null || true
+else
+  skip omniorb "not built (omniidl, libomniorb4-dev)"
+fi
+
+# --- Open MPI ------------------------------------------------------------------------------
+if [ -x "$b/mpi_peer" ] && command -v mpirun >/dev/null; then
+  # As root Open MPI wants both variables; the interface settings keep it on loopback and
+  # quiet; single_copy_mechanism none: no CMA/ptrace in a container.
+  [ "$(id -u)" -eq 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo \
+         OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+  for run in "mpi-tcp self,tcp" "mpi-shm self,vader"; do
+    set -- $run
+    echo "running $1 ..." >&2
+    timeout "$tmo" mpirun -np 2 --mca btl "$2" "$b/mpi_peer" "$1" "${opts[@]}" \
+      >>"$J" 2>"$tmp/$1.log" || { cat "$tmp/$1.log" >&2; skip "$1" "failed, see above"; }
+  done
+else
+  skip mpi "not built (libopenmpi-dev, openmpi-bin)"
+fi
+
+# --- CONFLUX -------------------------------------------------------------------------------
+# conflux_peer.c: one process forks the sink; the same sizes and method (bench_common.h).
+if [ -x "$b/conflux_peer" ]; then
+  echo "running conflux ..." >&2
+  timeout "$tmo" "$b/conflux_peer" "${opts[@]}" >>"$J" 2>"$tmp/conflux.log" ||
+    { cat "$tmp/conflux.log" >&2; skip conflux "failed, see above"; }
+else
+  skip conflux "not built (make -C bench/channel)"
+fi
+
+cp "$J" "$out/channel.jsonl"
+python3 - "$J" "$mode" <<'PY' | tee "$out/channel.md"
+import json, sys, platform, datetime
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+peers = []
+for r in rows:
+    if "metric" in r and r["peer"] not in peers:
+        peers.append(r["peer"])
+skipped = [r for r in rows if "skipped" in r]
+val = {(r["peer"], r["size"], r["metric"]): r for r in rows if "metric" in r}
+sizes = sorted({r["size"] for r in rows if "size" in r})
+def size_name(s):
+    return f"{s // 1000000} MB" if s >= 1000000 else f"{s // 1000} KB" if s >= 1000 else f"{s} B"
+print(f"# Event channels: latency and bandwidth against event size ({sys.argv[2]} run, "
+      f"{platform.node()}, {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC)\n")
+for metric, key, unit in (("latency", "latency_us", "one-way latency, median, us"),
+                          ("bandwidth", "bandwidth_MBps", "windowed bandwidth, MB/s")):
+    print(f"## {unit}\n")
+    print("| size | " + " | ".join(peers) + " |")
+    print("| --- |" + " --- |" * len(peers))
+    for s in sizes:
+        cells = []
+        for p in peers:
+            r = val.get((p, s, metric))
+            cells.append(f"{r[key]:.1f}" if r else "-")
+        print(f"| {size_name(s)} | " + " | ".join(cells) + " |")
+    print()
+for r in skipped:
+    print(f"- {r['peer']}: {r['skipped']}")
+PY
