@@ -45,17 +45,29 @@ build-dataplane: ## Build libconflux (dataplane/build)
 build-operator: ## Build the operator binary (operator/bin)
 	$(MAKE) -C operator build
 
+.PHONY: images
+images: ## Build the conflux/operator and conflux/confluxd images locally, FROM scratch (nothing pulled)
+	hack/build-images.sh
+
+.PHONY: load-images
+load-images: ## Build the images and load them into the kind cluster NAME (for a helm install by hand)
+	hack/build-images.sh --load $(NAME)
+
 ##@ Test
 
 .PHONY: test
 test: test-fast test-e2e ## Run every suite: C, Go (unit + envtest), fuzz smoke, e2e on kind
 
 .PHONY: test-fast
-test-fast: test-dataplane test-fuzz test-operator ## Every suite but e2e
+test-fast: test-dataplane test-sdk test-fuzz test-operator ## Every suite but e2e
 
 .PHONY: test-dataplane
 test-dataplane: ## C unit and conformance tests of the data plane
 	$(MAKE) -C dataplane -j2 test
+
+.PHONY: test-sdk
+test-sdk: ## The SDK: C header test, Python (pytest) and Go (go test) bindings, examples, against a real confluxd
+	$(MAKE) -C sdk test
 
 .PHONY: test-asan
 test-asan: ## The C tests again under AddressSanitizer and UBSan
@@ -70,7 +82,7 @@ test-operator: ## Go unit tests and envtest suites (real kube-apiserver + etcd),
 	$(MAKE) -C operator test lint-chart
 
 .PHONY: test-e2e
-test-e2e: cluster ## e2e tests against the kind cluster (brings it up first)
+test-e2e: cluster images ## e2e tests against the kind cluster (brings it up and builds the images first; the tests load them)
 	cd e2e && KUBECONFIG=$(CONFLUX_CACHE)/kube/$(NAME).kubeconfig go test -count=1 -v -timeout 30m ./...
 
 ##@ Benchmarks

@@ -21,6 +21,7 @@ type Cluster struct {
 	Kubeconfig string // path to its kubeconfig
 	KubectlBin string // kubectl binary
 	Root       string // repository root (for hack/ scripts)
+	Cache      string // $CONFLUX_CACHE (tools such as helm live in its bin/)
 }
 
 // DiscoverCluster finds the cluster under test:
@@ -54,7 +55,7 @@ func DiscoverCluster() (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{Name: name, Kubeconfig: kubeconfig, KubectlBin: kubectl, Root: root}, nil
+	return &Cluster{Name: name, Kubeconfig: kubeconfig, KubectlBin: kubectl, Root: root, Cache: cache}, nil
 }
 
 func findKubectl(cache string) (string, error) {

@@ -42,7 +42,7 @@ func main() {
 	}
 	var (
 		metricsAddr, probeAddr, image, certDir, secretName, serviceName string
-		mutating, validating, leaderElectionID                          string
+		mutating, validating, leaderElectionID, spaceClient             string
 		webhookPort                                                     int
 		leaderElect, enableWebhooks                                     bool
 	)
@@ -50,6 +50,7 @@ func main() {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
 	flag.StringVar(&leaderElectionID, "leader-election-id", "conflux-operator.conflux.dev", "Name of the leader-election Lease.")
+	flag.StringVar(&spaceClient, "space-client", "tcp", "How Channels reach their space servers: tcp (the space protocol) or none (register nothing, zero stats; for running outside the cluster).")
 	flag.StringVar(&image, "confluxd-image", "conflux/confluxd:latest", "Image of confluxd for space servers and sidecars.")
 	flag.BoolVar(&enableWebhooks, "enable-webhooks", true, "Serve the admission webhooks.")
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "Port of the webhook server.")
@@ -64,8 +65,18 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
 
+	var spaces spaceclient.SpaceClient
+	switch spaceClient {
+	case "tcp":
+		spaces = spaceclient.NewTCP()
+	case "none":
+		spaces = spaceclient.Noop{}
+	default:
+		fmt.Fprintf(os.Stderr, "--space-client=%s: give tcp or none\n", spaceClient)
+		os.Exit(2)
+	}
 	if err := run(log.V(0).Info, runConfig{metricsAddr, probeAddr, image, certDir, secretName, serviceName,
-		mutating, validating, leaderElectionID, webhookPort, leaderElect, enableWebhooks}); err != nil {
+		mutating, validating, leaderElectionID, webhookPort, leaderElect, enableWebhooks, spaces}); err != nil {
 		log.Error(err, "operator failed")
 		os.Exit(1)
 	}
@@ -76,6 +87,7 @@ type runConfig struct {
 	mutating, validating, leaderElectionID                          string
 	webhookPort                                                     int
 	leaderElect, enableWebhooks                                     bool
+	spaces                                                          spaceclient.SpaceClient
 }
 
 func run(info func(string, ...any), c runConfig) error {
@@ -115,7 +127,7 @@ func run(info func(string, ...any), c runConfig) error {
 	if err != nil {
 		return err
 	}
-	if err := Setup(ctx, mgr, c.image, spaceclient.Noop{}, c.enableWebhooks); err != nil {
+	if err := Setup(ctx, mgr, c.image, c.spaces, c.enableWebhooks); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

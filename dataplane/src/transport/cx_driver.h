@@ -86,7 +86,10 @@ struct cx_driver_ops {
      * the iovec unless CX_FRAME_F_FRAG is set) and payload iov[0..iovcnt). The link takes
      * the whole message or nothing: what cannot leave now is copied to the link's queue and
      * flushed by later progress calls, so the caller may reuse its buffers on return.
-     * -EMSGSIZE above caps.max_msg, -EPIPE / -ECONNRESET once the peer is gone. */
+     * -EMSGSIZE above caps.max_msg, -EPIPE / -ECONNRESET once the peer is gone.
+     * A driver may instead wait inside send until the transport is done with the caller's
+     * buffers (ucx does for messages of 512 KiB and more: zero-copy from the caller's
+     * memory, progressing the process's other ucx links meanwhile). */
     int (*send)(struct cx_link *k, const struct cx_frame_hdr *h, const struct iovec *iov,
                 int iovcnt);
 

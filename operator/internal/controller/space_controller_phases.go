@@ -36,8 +36,9 @@ func (r *SpaceReconciler) reconcileService(ctx context.Context, s *spaceScope) (
 		svc.Spec.ClusterIP = corev1.ClusterIPNone
 		svc.Spec.Selector = spaceLabels(s.space)
 		svc.Spec.PublishNotReadyAddresses = true
-		svc.Spec.Ports = []corev1.ServicePort{{Name: "space", Port: conflux.SpacePort,
-			TargetPort: intstr.FromString("space"), Protocol: corev1.ProtocolTCP}}
+		svc.Spec.Ports = []corev1.ServicePort{
+			{Name: "space", Port: conflux.SpacePort, TargetPort: intstr.FromString("space"), Protocol: corev1.ProtocolTCP},
+			{Name: "space-udp", Port: conflux.SpacePort, TargetPort: intstr.FromString("space-udp"), Protocol: corev1.ProtocolUDP}}
 		return controllerutil.SetControllerReference(s.space, svc, r.Scheme())
 	})
 	if err != nil {
@@ -99,19 +100,19 @@ func spaceClaim(sp *conflux.Space) corev1.PersistentVolumeClaim {
 	}
 }
 
-// spaceArgs are the confluxd arguments of a space server.
+// SpaceDataPath is where the space server's volume is mounted; confluxd keeps its store in
+// the "space" folder under it.
+const SpaceDataPath = "/var/lib/conflux"
+
+// spaceArgs are the confluxd arguments of a space server (dataplane/src/cmd/confluxd.c).
+// confluxd serves TCP and UDP lookups on the same port. It has no flag for the space-wide
+// retention the Space API describes yet: maxBytes is passed as its per-pipe limit
+// (--retain-bytes), and maxAge and exposure (the edge's job) are not passed.
 func spaceArgs(sp *conflux.Space) []string {
-	args := []string{"--role=space", "--space=" + sp.Name, fmt.Sprintf("--listen=:%d", conflux.SpacePort), "--data=/var/lib/conflux"}
-	if r := sp.Spec.Storage.Retention; r != nil {
-		if r.MaxBytes != nil {
-			args = append(args, fmt.Sprintf("--retention-max-bytes=%d", r.MaxBytes.Value()))
-		}
-		if r.MaxAge != nil {
-			args = append(args, "--retention-max-age="+r.MaxAge.Duration.String())
-		}
-	}
-	if e := sp.Spec.Exposure; e != nil && e.Enabled {
-		args = append(args, "--expose-sni="+e.SNIHost)
+	args := []string{"--role=space", "--dir=" + SpaceDataPath + "/space",
+		fmt.Sprintf("--listen=tcp://0.0.0.0:%d", conflux.SpacePort)}
+	if r := sp.Spec.Storage.Retention; r != nil && r.MaxBytes != nil {
+		args = append(args, fmt.Sprintf("--retain-bytes=%d", r.MaxBytes.Value()))
 	}
 	return args
 }
@@ -125,10 +126,14 @@ func spacePodTemplate(sp *conflux.Space, image string) corev1.PodTemplateSpec {
 				Name:  "confluxd",
 				Image: image,
 				Args:  spaceArgs(sp),
-				Ports: []corev1.ContainerPort{{Name: "space", ContainerPort: conflux.SpacePort, Protocol: corev1.ProtocolTCP}},
-				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+				Ports: []corev1.ContainerPort{
+					{Name: "space", ContainerPort: conflux.SpacePort, Protocol: corev1.ProtocolTCP},
+					{Name: "space-udp", ContainerPort: conflux.SpacePort, Protocol: corev1.ProtocolUDP}},
+				// confluxd listens within milliseconds of starting: probe often so the
+				// Space turns Ready soon after, not one default period (10 s) later
+				ReadinessProbe: &corev1.Probe{PeriodSeconds: 2, ProbeHandler: corev1.ProbeHandler{
 					TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("space")}}},
-				VolumeMounts: []corev1.VolumeMount{{Name: SpaceDataVolume, MountPath: "/var/lib/conflux"}},
+				VolumeMounts: []corev1.VolumeMount{{Name: SpaceDataVolume, MountPath: SpaceDataPath}},
 				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false),
 					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 			}},

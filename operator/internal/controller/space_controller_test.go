@@ -43,7 +43,7 @@ func TestSpaceCreatesStatefulSetServiceAndClaim(t *testing.T) {
 	g.Expect(metav1.IsControlledBy(sts, sp)).To(BeTrue(), "the Space owns its StatefulSet")
 	c := sts.Spec.Template.Spec.Containers[0]
 	g.Expect(c.Image).To(Equal(testImage))
-	g.Expect(c.Args).To(ContainElements("--role=space", "--space=sim", "--retention-max-bytes=536870912"))
+	g.Expect(c.Args).To(ConsistOf("--role=space", "--dir=/var/lib/conflux/space", "--listen=tcp://0.0.0.0:7400", "--retain-bytes=536870912"))
 	g.Expect(sts.Spec.VolumeClaimTemplates).To(HaveLen(1))
 	pvc := sts.Spec.VolumeClaimTemplates[0]
 	g.Expect(pvc.Name).To(Equal(SpaceDataVolume))
@@ -54,7 +54,9 @@ func TestSpaceCreatesStatefulSetServiceAndClaim(t *testing.T) {
 	svc := &corev1.Service{}
 	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sim"}, svc)).To(Succeed())
 	g.Expect(svc.Spec.ClusterIP).To(Equal(corev1.ClusterIPNone), "headless")
-	g.Expect(svc.Spec.Ports).To(ConsistOf(HaveField("Port", int32(conflux.SpacePort))))
+	g.Expect(svc.Spec.Ports).To(ConsistOf(
+		And(HaveField("Port", int32(conflux.SpacePort)), HaveField("Protocol", corev1.ProtocolTCP)),
+		And(HaveField("Port", int32(conflux.SpacePort)), HaveField("Protocol", corev1.ProtocolUDP))))
 	g.Expect(svc.Spec.Selector).To(Equal(sts.Spec.Selector.MatchLabels))
 	g.Expect(metav1.IsControlledBy(svc, sp)).To(BeTrue())
 

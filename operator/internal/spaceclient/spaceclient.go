@@ -1,6 +1,6 @@
 // Package spaceclient is the operator's view of a space server (confluxd --role=space).
-// The data plane implements SpaceClient later; until then the operator runs with Noop,
-// and tests use Fake.
+// TCP (tcp.go) speaks the space protocol (protocol.go); Noop stands in where no space
+// server is reachable (the operator run outside the cluster); the envtest suites use Fake.
 package spaceclient
 
 import (
@@ -45,8 +45,7 @@ type SpaceClient interface {
 	Stats(ctx context.Context, ref ChannelRef) (ChannelStats, error)
 }
 
-// Noop accepts everything and reports zero stats: the stand-in until the data plane's
-// client exists.
+// Noop accepts everything and reports zero stats (--space-client=none).
 type Noop struct{}
 
 func (Noop) RegisterChannel(context.Context, ChannelRef) error { return nil }

@@ -38,7 +38,11 @@ CX_TEST_MAIN()
 
 /* Under AddressSanitizer: after a peer is SIGKILLed (ucx_peer_killed), UCX never finishes
  * (nor cancels) the rendezvous fetches and sends that were under way, so the driver leaks
- * their buffers on purpose rather than risk UCX writing into freed memory (see cx_ucx.c
- * ucx_close and transport/README.md). Only those two allocation sites are suppressed. */
+ * their items and pool buffers on purpose rather than risk UCX writing into freed memory
+ * (see cx_ucx_xfer.c cx_ucx_drain and transport/README.md). Only those allocation sites
+ * (a queued fetch, a copied send, a pool buffer) are suppressed. */
 const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) { return "leak:am_cb\nleak:ucx_send\n"; }
+const char *__lsan_default_suppressions(void)
+{
+    return "leak:rx_enqueue\nleak:send_copied\nleak:map_buf\n";
+}

@@ -1,0 +1,3 @@
+module conflux.dev/sdk/go
+
+go 1.24

@@ -1,0 +1,147 @@
+"""libconflux through cffi in ABI mode: no compiler is needed at import time.
+
+The declarations below copy sdk/include/conflux.h (which includes the data plane's module
+headers). cffi cannot read that header itself, so tests/test_binding_matches_header.py
+compiles these declarations against the real header: a drifted prototype, struct layout or
+constant fails that test.
+
+The library is dataplane/build/libconflux.so in this repository, or the file named by the
+environment variable CONFLUX_LIB.
+"""
+import os
+
+import cffi
+
+# Types: every struct the binding allocates or reads, laid out as in the C headers.
+TYPES = """
+struct cx_format;
+struct cx_space_client;
+struct cx_chan_ctx;
+struct cx_chan;
+struct cx_chan_source;
+struct cx_chan_sink;
+
+struct cx_arch { uint8_t big_endian; uint8_t ptr_size; uint8_t long_size; uint8_t align8; };
+struct cx_field { const char *name; const char *type; size_t size; size_t offset; const char *dflt; };
+struct cx_struct_decl { const char *name; const struct cx_field *fields; size_t size; };
+
+enum cx_kind { CX_K_INT = 1, CX_K_UINT = 2, CX_K_FLOAT = 3, CX_K_CHAR = 4, CX_K_BOOL = 5,
+               CX_K_ENUM = 6, CX_K_STRUCT = 7, CX_K_STRING = 8 };
+enum cx_shape { CX_SHAPE_ONE = 0, CX_SHAPE_FIXED = 1, CX_SHAPE_VAR = 2 };
+
+struct cx_view { const struct cx_format *f; const uint8_t *buf; size_t len; const uint8_t *fixed; };
+struct cx_field_info { const char *name; enum cx_kind kind; enum cx_shape shape; uint32_t size;
+                       uint64_t count; const char *type_name; };
+
+enum { PI_CREATE = 1, PI_APPEND = 2 };
+struct pi_options { const char *listen; size_t reader_mem; const char *spill_dir; uint32_t window;
+                    int timeout_ms; };
+struct pi_reader_stats { uint64_t from_space, from_writer, duplicates, spilled, reconnects; };
+
+struct cx_chan_ctx_opts { const char *listen; const char *advertise; };
+enum cx_chan_mode { CX_CHAN_BEST_EFFORT = 0, CX_CHAN_RELIABLE = 1 };
+struct cx_chan_opts { const struct cx_format *format; enum cx_chan_mode mode; unsigned queue_limit; };
+struct cx_chan_event { const void *data; const struct cx_format *format; uint64_t token;
+                       const void *wire; size_t wire_len; uint64_t seq; const char *from; };
+struct cx_chan_sink_opts { const struct cx_format *format; const char *filter;
+                           const struct cx_format *projection; };
+struct cx_chan_stats { uint64_t submitted; uint64_t sent; uint64_t sent_bytes; uint64_t queued;
+                       uint64_t dropped; uint64_t blocked; uint64_t filtered; uint64_t filtered_bytes;
+                       uint64_t projected_bytes_saved; uint64_t delivered; uint64_t received_bytes;
+                       uint64_t errors; uint32_t sources, sinks; uint32_t removed; };
+"""
+
+# Functions and the handler type, exactly as declared in C.
+FUNCS = """
+const char *cx_errmsg(void);
+int cx_errcode(void);
+void cx_err_clear(void);
+
+int cx_format_create(const struct cx_struct_decl *decl, const struct cx_arch *arch,
+                     struct cx_format **out);
+int cx_format_from_json(const char *json, size_t len, const struct cx_arch *arch,
+                        struct cx_format **out);
+void cx_format_free(struct cx_format *f);
+uint64_t cx_format_token(const struct cx_format *f);
+const char *cx_format_name(const struct cx_format *f);
+size_t cx_format_size(const struct cx_format *f);
+int cx_format_registry_insert(struct cx_format *f, const struct cx_format **canon);
+const struct cx_format *cx_format_registry_lookup(uint64_t token);
+
+int cx_reflect_open_format(const struct cx_format *f, const void *buf, size_t len,
+                           struct cx_view *v);
+int cx_reflect_count(const struct cx_view *v);
+int cx_reflect_field(const struct cx_view *v, int i, struct cx_field_info *fi);
+long cx_reflect_json(const struct cx_view *v, char *out, size_t cap);
+
+int cx_space_connect(const char *addr, struct cx_space_client **out);
+void cx_space_disconnect(struct cx_space_client *c);
+int cx_space_format_put(struct cx_space_client *c, const struct cx_format *f, uint64_t *token);
+
+int pi_space_open(const char *addr, const struct pi_options *opts);
+int pi_space_close(int s);
+int pi_attach(const char *name, int s);
+int pi_create(const char *name, int s, int mode);
+long pi_read(int d, void *b, size_t len, const struct cx_format *t);
+long pi_write(int d, const void *b, size_t len, const struct cx_format *t);
+int pi_close(int d);
+int pi_detach(int d);
+int pi_seek(int d, uint64_t seg);
+int64_t pi_tell(int d);
+int pi_unlink(const char *name, int s);
+long pi_read_timeout(int d, void *b, size_t len, const struct cx_format *t, int timeout_ms);
+int pi_reader_stats(int d, struct pi_reader_stats *out);
+
+typedef void (*cx_chan_handler)(void *arg, const struct cx_chan_event *ev);
+int cx_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **out);
+const char *cx_chan_ctx_addr(const struct cx_chan_ctx *ctx);
+void cx_chan_ctx_destroy(struct cx_chan_ctx *ctx);
+int cx_chan_create(struct cx_chan_ctx *ctx, const struct cx_chan_opts *o, struct cx_chan **out);
+int cx_chan_open(struct cx_chan_ctx *ctx, const char *id, int timeout_ms, struct cx_chan **out);
+const char *cx_chan_id(const struct cx_chan *ch);
+const struct cx_format *cx_chan_format(const struct cx_chan *ch);
+enum cx_chan_mode cx_chan_mode(const struct cx_chan *ch);
+void cx_chan_close(struct cx_chan *ch);
+int cx_chan_source(struct cx_chan *ch, const struct cx_format *fmt, struct cx_chan_source **out);
+int cx_chan_submit(struct cx_chan_source *s, const void *event);
+int cx_chan_submit_wait(struct cx_chan_source *s, const void *event, int timeout_ms);
+void cx_chan_source_close(struct cx_chan_source *s);
+int cx_chan_sink(struct cx_chan *ch, const struct cx_chan_sink_opts *o, cx_chan_handler fn,
+                 void *arg, struct cx_chan_sink **out);
+void cx_chan_sink_close(struct cx_chan_sink *k);
+size_t cx_chan_sink_error(struct cx_chan_sink *k, char *out, size_t cap);
+void cx_chan_stats(struct cx_chan *ch, struct cx_chan_stats *out);
+int cx_chan_wait_members(struct cx_chan *ch, unsigned sources, unsigned sinks, int timeout_ms);
+"""
+
+# Integer constants that are macros in C (cffi's ABI mode takes literal #defines).
+MACROS = """
+#define CX_CHAN_QUEUE_DEFAULT 1024
+#define CX_CHAN_QUEUE_MAX 1048576
+#define CX_FORMAT_MAX_SLOTS 32
+"""
+
+ffi = cffi.FFI()
+ffi.cdef(TYPES + FUNCS + MACROS)
+
+
+def default_path():
+    """dataplane/build/libconflux.so of the repository this package sits in."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.normpath(os.path.join(here, "..", "..", "..", "dataplane", "build", "libconflux.so"))
+
+
+def _open():
+    path = os.environ.get("CONFLUX_LIB") or default_path()
+    try:
+        # NODELETE: the library's threads (the pipe in-bound thread, channel progress
+        # threads) outlive the interpreter's teardown, which would otherwise dlclose it
+        # under them.
+        return ffi.dlopen(path, ffi.RTLD_NOW | ffi.RTLD_NODELETE)
+    except OSError as e:
+        raise ImportError(
+            f"conflux: cannot load libconflux from {path} ({e}); build it with "
+            f"`make -C dataplane` or set CONFLUX_LIB to its path") from None
+
+
+lib = _open()
