@@ -32,6 +32,20 @@ cluster-down: ## Delete the kind cluster NAME (default conflux)
 soft-roce: ## Add soft-RoCE (rxe) devices to the kind nodes where the kernel has rdma_rxe
 	hack/soft-roce.sh $(NAME)
 
+##@ Demo
+
+.PHONY: demo
+demo: cluster ## The sample workflow on kind: images, helm install, events and a pipe flowing (demo/README.md)
+	demo/demo.sh up $(NAME)
+
+.PHONY: demo-down
+demo-down: ## Remove the demo: workflow, release, namespaces, volume (the cluster stays; make cluster-down)
+	demo/demo.sh down $(NAME)
+
+.PHONY: test-demo
+test-demo: ## The demo's components as processes on this host against a real confluxd
+	$(MAKE) -C demo test
+
 ##@ Build
 
 .PHONY: build
@@ -59,7 +73,7 @@ load-images: ## Build the images and load them into the kind cluster NAME (for a
 test: test-fast test-e2e ## Run every suite: C, Go (unit + envtest), fuzz smoke, e2e on kind
 
 .PHONY: test-fast
-test-fast: test-dataplane test-sdk test-fuzz test-operator ## Every suite but e2e
+test-fast: test-dataplane test-sdk test-demo test-fuzz test-operator ## Every suite but e2e
 
 .PHONY: test-dataplane
 test-dataplane: ## C unit and conformance tests of the data plane

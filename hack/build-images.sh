@@ -5,8 +5,9 @@
 #   conflux/operator   the manager (operator/cmd), static, CGO_ENABLED=0
 #   conflux/confluxd   confluxd and the conflux CLI (dataplane/build/bin) with exactly the
 #                      shared libraries ldd lists for them, copied from this (Debian 12) host
+#   conflux/demo       the demo's components (demo/, `make demo`), built the same way
 #
-#   hack/build-images.sh [--load CLUSTER] [operator|confluxd]...   (default: both)
+#   hack/build-images.sh [--load CLUSTER] [operator|confluxd|demo]...   (default: operator, confluxd)
 #
 # Each image gets two tags: <repo>:<chart appVersion> (what the chart's defaults name) and
 # <repo>:dev-<hash of its contents> (what tests pin). An image whose contents did not change
@@ -28,8 +29,8 @@ names=()
 while [ $# -gt 0 ]; do
   case $1 in
     --load) [ -n "${2:-}" ] || die "--load needs a cluster name"; load_cluster=$2; shift 2 ;;
-    operator|confluxd) names+=("$1"); shift ;;
-    *) die "usage: hack/build-images.sh [--load CLUSTER] [operator|confluxd]..." ;;
+    operator|confluxd|demo) names+=("$1"); shift ;;
+    *) die "usage: hack/build-images.sh [--load CLUSTER] [operator|confluxd|demo]..." ;;
   esac
 done
 [ ${#names[@]} -gt 0 ] || names=(operator confluxd)
@@ -140,6 +141,24 @@ build_confluxd() {
   grep -q 'usage: confluxd' <<<"$out" || die "confluxd --help in its image printed: $out"
   out=$(docker run --rm --network none --entrypoint /usr/bin/conflux "${PREFIX}confluxd:$APP_VERSION" --help 2>&1) ||
     die "conflux does not run in the confluxd image: $out"
+  step_done
+}
+
+# --- demo -------------------------------------------------------------------------------
+build_demo() {
+  step "demo image"
+  local ctx=$WORK/demo root
+  make -s -C "$CONFLUX_ROOT/demo" >/dev/null || die "make -C demo failed"
+  rm -rf "$ctx" && mkdir -p "$ctx/rootfs/usr/bin"
+  root=$ctx/rootfs
+  install -m 0755 "$CONFLUX_ROOT"/demo/build/bin/demo-* "$root/usr/bin/"
+  copy_with_libs "$root" "$root"/usr/bin/demo-*
+  cp -r "$IMAGES_DIR/confluxd/files/." "$root/" # the same non-root user and nsswitch.conf
+  mkdir -p "$root/tmp" && chmod 1777 "$root/tmp"
+  build demo "$ctx"
+  local out
+  out=$(docker run --rm --network none --entrypoint /usr/bin/demo-sink "${PREFIX}demo:$APP_VERSION" 2>&1) && die "demo-sink ran without CONFLUX_SPACE"
+  grep -q 'CONFLUX_SPACE is not set' <<<"$out" || die "demo-sink in its image printed: $out"
   step_done
 }
 

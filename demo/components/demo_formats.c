@@ -1,0 +1,92 @@
+/* Formats and small helpers shared by the demo components (demo_formats.h). */
+#include "demo_formats.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const struct cx_field reading_fields[] = {
+    {"step", "int64", 0, offsetof(struct reading, step), NULL},
+    {"energy", "double[16]", 0, offsetof(struct reading, energy), NULL},
+    {NULL, NULL, 0, 0, NULL}};
+
+static const struct cx_field result_v2_fields[] = {
+    {"segment", "int64", 0, offsetof(struct result_v2, segment), NULL},
+    {"stage", "int32", 0, offsetof(struct result_v2, stage), NULL},
+    {"count", "int32", 0, offsetof(struct result_v2, count), NULL},
+    {"mean", "double", 0, offsetof(struct result_v2, mean), NULL},
+    {"max", "double", 0, offsetof(struct result_v2, max), NULL},
+    {NULL, NULL, 0, 0, NULL}};
+
+static const struct cx_field result_v1_fields[] = {
+    {"segment", "int64", 0, offsetof(struct result_v1, segment), NULL},
+    {"mean", "double", 0, offsetof(struct result_v1, mean), NULL},
+    {"count", "int32", 0, offsetof(struct result_v1, count), NULL},
+    {NULL, NULL, 0, 0, NULL}};
+
+const struct cx_format *demo_register(const char *which)
+{
+    struct cx_struct_decl decl[2] = {{NULL, NULL, 0}, {NULL, NULL, 0}};
+    if (strcmp(which, "reading") == 0)
+        decl[0] = (struct cx_struct_decl){"reading", reading_fields, sizeof(struct reading)};
+    else if (strcmp(which, "result_v2") == 0)
+        decl[0] = (struct cx_struct_decl){"result", result_v2_fields, sizeof(struct result_v2)};
+    else if (strcmp(which, "result_v1") == 0)
+        decl[0] = (struct cx_struct_decl){"result", result_v1_fields, sizeof(struct result_v1)};
+    else {
+        fprintf(stderr, "demo: unknown format '%s'\n", which);
+        return NULL;
+    }
+    struct cx_format *made;
+    const struct cx_format *fmt;
+    if (cx_format_create(decl, NULL, &made) < 0 || cx_format_registry_insert(made, &fmt) < 0) {
+        fprintf(stderr, "demo: format %s: %s\n", which, cx_errmsg());
+        return NULL;
+    }
+    return fmt;
+}
+
+long demo_env_long(const char *name, long def)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < 1) {
+        fprintf(stderr, "demo: %s=%s: want a positive integer\n", name, v);
+        exit(2);
+    }
+    return n;
+}
+
+const char *demo_space(const char *component)
+{
+    const char *s = getenv("CONFLUX_SPACE");
+    if (!s || !*s) {
+        fprintf(stderr, "%s: CONFLUX_SPACE is not set (the space server, tcp://HOST:PORT)\n", component);
+        exit(2);
+    }
+    return s;
+}
+
+void demo_log(const char *component, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s: ", component);
+    vprintf(fmt, ap);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
+}
+
+void demo_idle(void)
+{
+    for (;;)
+        pause();
+}

@@ -1,0 +1,61 @@
+/* The demo's event and segment formats, shared by its three components.
+ *
+ *   readings pipe   segments of DEMO_READINGS_PER_SEGMENT `struct reading`
+ *   results channel events of `struct result_v2` (what the stage submits) read by the sink
+ *                   as `struct result_v1`, an older, smaller version: the data plane
+ *                   converts by field name, so a v2 producer and a v1 consumer interoperate
+ *   summary pipe    segments of one `struct result_v1` each, written by the sink
+ *
+ * Each component registers the formats it uses with demo_register(); the stage and the
+ * source also publish them to the space's format service so that readers elsewhere (the
+ * `conflux cat` CLI included) can convert and print them.
+ */
+#ifndef DEMO_FORMATS_H
+#define DEMO_FORMATS_H
+
+#include "conflux.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DEMO_READINGS_PER_SEGMENT 64
+#define DEMO_ENERGIES 16
+
+struct reading {
+    int64_t step;
+    double energy[DEMO_ENERGIES];
+};
+
+struct result_v2 {
+    int64_t segment; /* index of the readings segment this summarises */
+    int32_t stage;   /* the stage replica that computed it */
+    int32_t count;   /* readings in the segment */
+    double mean;     /* mean energy */
+    double max;      /* largest energy (v2 only) */
+};
+
+struct result_v1 {
+    int64_t segment;
+    double mean;
+    int32_t count;
+};
+
+/* Registers the format `which` ("reading", "result_v2", "result_v1") in this process and
+ * returns it; NULL with a message on stderr on failure. */
+const struct cx_format *demo_register(const char *which);
+
+/* Reads an environment variable as a positive integer, or def when unset. Exits with a
+ * message when it is set but not a positive integer. */
+long demo_env_long(const char *name, long def);
+
+/* The space address from CONFLUX_SPACE; exits with a message when unset. */
+const char *demo_space(const char *component);
+
+/* Prints a line on stdout prefixed with the component's name, flushed at once (kubectl logs
+ * shows progress as it happens). */
+void demo_log(const char *component, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Sleeps forever: a finished component stays up so its Deployment does not restart it. */
+void demo_idle(void) __attribute__((noreturn));
+
+#endif
