@@ -128,7 +128,8 @@ func HelmInstallSpec(ctx context.Context, t *testing.T, in HelmInstallInput) {
 		}
 	}
 	checkWebhooks(ctx, t, c, appNs, in.Images.Confluxd)
-	t.Logf("webhooks answer through the API server (%s)", since(step))
+	checkInvalidResources(ctx, t, c, appNs, in.Images.Confluxd)
+	t.Logf("webhooks answer through the API server, invalid resources refused with their reasons (%s)", since(step))
 
 	// --- 2. a Space -------------------------------------------------------------------------
 	step = time.Now()
@@ -224,7 +225,24 @@ spec:
 		cliRun{"cli-lookup-unlinked", "Failed", "lookup '" + channel + "': no such name", []string{addr, "lookup", channel, "--udp"}})
 	t.Logf("Channel deleted and unlinked from the space in %s", since(step))
 
-	// --- 4. delete the Space, uninstall ----------------------------------------------------------
+	// --- 4. helm upgrade: the operator rolls, the Space keeps serving ----------------------
+	step = time.Now()
+	if out, err := helm.Run(ctx, "upgrade", release, in.Chart, "-n", opNs, "--reuse-values",
+		"--set", "operator.logLevel=debug", "--wait", "--timeout=150s"); err != nil {
+		t.Fatalf("helm upgrade: %v\n%s", err, out)
+	}
+	if got, _ := c.Kubectl(ctx, nil, "-n", opNs, "get", "deployment", release, "-o", "jsonpath={.spec.template.spec.containers[0].args}"); !strings.Contains(got, "debug") {
+		t.Errorf("after helm upgrade --set operator.logLevel=debug the operator's args are %s", got)
+	}
+	if _, err := c.Kubectl(ctx, nil, "-n", opNs, "rollout", "status", "deployment/"+release, "--timeout=150s"); err != nil {
+		t.Fatalf("operator not Ready after helm upgrade: %v\n%s", err, c.describeApp(ctx, opNs, "app.kubernetes.io/instance="+release))
+	}
+	if ep := waitSpaceReady(ctx, t, c, appNs, space); ep != endpoint {
+		t.Errorf("Space endpoint after helm upgrade %q, want %q", ep, endpoint)
+	}
+	t.Logf("helm upgrade rolled the operator; the Space stayed Ready (%s)", since(step))
+
+	// --- 5. delete the Space, uninstall ----------------------------------------------------------
 	step = time.Now()
 	if _, err := c.Kubectl(ctx, nil, "-n", appNs, "delete", "space", space, "--timeout=90s"); err != nil {
 		t.Fatalf("deleting the Space: %v\n%s", err, c.operatorLogs(ctx, opNs, release))
@@ -361,6 +379,52 @@ spec:
 	})
 	if err != nil {
 		t.Fatalf("the Workflow validator did not refuse a dependsOn cycle (last answer: %v): %v", werr, err)
+	}
+}
+
+// checkInvalidResources asserts that the API server refuses invalid Conflux objects with a
+// message that says what is wrong: CEL rules of the CRDs, and the Workflow validator for
+// what CEL cannot say (a reference to an unknown component).
+func checkInvalidResources(ctx context.Context, t *testing.T, c *Cluster, ns, image string) {
+	t.Helper()
+	cases := []struct{ what, yaml, want string }{
+		{"a pipe Channel without a space", `apiVersion: conflux.dev/v1alpha1
+kind: Channel
+metadata: {name: nospace, namespace: NS}
+spec: {kind: pipe}
+`, "a pipe channel needs spec.space"},
+		{"a Channel field of an unknown type", `apiVersion: conflux.dev/v1alpha1
+kind: Channel
+metadata: {name: badtype, namespace: NS}
+spec: {kind: events, format: {name: f, fields: [{name: x, type: quaternion}]}}
+`, "type must be a scalar"},
+		{"a Workflow component depending on an unknown one", `apiVersion: conflux.dev/v1alpha1
+kind: Workflow
+metadata: {name: unknowndep, namespace: NS}
+spec:
+  components:
+  - name: a
+    dependsOn: [ghost]
+    template: {spec: {containers: [{name: a, image: IMAGE}]}}
+`, `spec.components[0].dependsOn[0]: Not found: "ghost"`},
+		{"a Workflow component depending on itself", `apiVersion: conflux.dev/v1alpha1
+kind: Workflow
+metadata: {name: selfdep, namespace: NS}
+spec:
+  components:
+  - name: a
+    dependsOn: [a]
+    template: {spec: {containers: [{name: a, image: IMAGE}]}}
+`, "a component cannot depend on itself"},
+	}
+	for _, tc := range cases {
+		y := strings.NewReplacer("NS", ns, "IMAGE", image).Replace(tc.yaml)
+		_, err := c.Kubectl(ctx, []byte(y), "create", "--dry-run=server", "-f", "-")
+		if err == nil {
+			t.Errorf("%s was accepted", tc.what)
+		} else if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s refused without saying %q: %v", tc.what, tc.want, err)
+		}
 	}
 }
 
