@@ -48,10 +48,12 @@ space_node() { k get nodes -l conflux.dev/fabric=fabric-a -o jsonpath='{.items[0
 up() {
   preflight
   step "images (built here, loaded into '$NAME')"
-  local line tag
-  line=$("$CONFLUX_ROOT/hack/build-images.sh" --load "$NAME" operator confluxd demo | grep '^image ')
+  local line tag log=$CONFLUX_CACHE/demo-images.log
+  line=$("$CONFLUX_ROOT/hack/build-images.sh" --load "$NAME" operator confluxd demo 2>"$log" | grep '^image ') ||
+    { cat "$log" >&2; die "building or loading the images failed (log above)"; }
   tag=$(awk '$2=="demo" {print $3}' <<<"$line"); tag=${tag##*:}
-  info "${line//$'\n'/, }"
+  while read -r _ _ ref; do info "$ref"; done <<<"$line"
+  info "(build and load output: $log)"
   step_done
 
   step "helm install $RELEASE (namespace $SYSNS)"

@@ -74,6 +74,25 @@ const char *demo_space(const char *component)
     return s;
 }
 
+int demo_open_space(const char *component, const char *space, const struct cx_format *const *fmts)
+{
+    for (int tries = 0;; tries++) {
+        int rc = 0;
+        for (const struct cx_format *const *f = fmts; *f && rc == 0; f++)
+            rc = conflux_format_publish(space, *f);
+        int s = rc < 0 ? -1 : pi_space_open(space, NULL);
+        if (s >= 0)
+            return s;
+        if (tries == 120) {
+            fprintf(stderr, "%s: space %s did not answer in 2 minutes: %s\n", component, space, cx_errmsg());
+            exit(1);
+        }
+        if (tries % 10 == 0)
+            demo_log(component, "waiting for the space %s: %s", space, cx_errmsg());
+        sleep(1);
+    }
+}
+
 void demo_log(const char *component, const char *fmt, ...)
 {
     va_list ap;

@@ -51,6 +51,12 @@ long demo_env_long(const char *name, long def);
 /* The space address from CONFLUX_SPACE; exits with a message when unset. */
 const char *demo_space(const char *component);
 
+/* Publishes the formats in fmts (NULL-terminated) to the space's format service and opens
+ * the space with pi_space_open, retrying for up to two minutes: in a new cluster namespace
+ * the space's DNS name and server come up while the components start. Returns the space
+ * descriptor; exits with the last error when the space never answered. */
+int demo_open_space(const char *component, const char *space, const struct cx_format *const *fmts);
+
 /* Prints a line on stdout prefixed with the component's name, flushed at once (kubectl logs
  * shows progress as it happens). */
 void demo_log(const char *component, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -67,10 +67,6 @@ int main(void)
     const struct cx_format *fmt = demo_register("result_v1");
     if (!fmt)
         return 1;
-    if (conflux_format_publish(space, fmt) < 0) {
-        fprintf(stderr, "%s: publishing the result format: %s\n", me, cx_errmsg());
-        return 1;
-    }
     struct collected c = {.segments = segments};
     pthread_mutex_init(&c.mu, NULL);
     pthread_cond_init(&c.cv, NULL);
@@ -80,11 +76,7 @@ int main(void)
     if (!c.seen || !c.queue || !batch)
         return 1;
 
-    int s = pi_space_open(space, NULL);
-    if (s < 0) {
-        fprintf(stderr, "%s: %s: %s\n", me, space, cx_errmsg());
-        return 1;
-    }
+    int s = demo_open_space(me, space, (const struct cx_format *const[]){fmt, NULL});
     struct cx_chan_ctx *ctx;
     struct cx_chan *ch;
     struct cx_chan_sink *k;

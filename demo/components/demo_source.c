@@ -33,15 +33,7 @@ int main(void)
     const struct cx_format *fmt = demo_register("reading");
     if (!fmt)
         return 1;
-    if (conflux_format_publish(space, fmt) < 0) {
-        fprintf(stderr, "%s: publishing the reading format to %s: %s\n", me, space, cx_errmsg());
-        return 1;
-    }
-    int s = pi_space_open(space, NULL);
-    if (s < 0) {
-        fprintf(stderr, "%s: %s: %s\n", me, space, cx_errmsg());
-        return 1;
-    }
+    int s = demo_open_space(me, space, (const struct cx_format *const[]){fmt, NULL});
     int mode = PI_CREATE;
     int w = pi_create("readings", s, PI_CREATE);
     if (w < 0 && errno == EEXIST) {

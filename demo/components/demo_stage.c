@@ -66,15 +66,7 @@ int main(void)
     const struct cx_format *in = demo_register("reading"), *out = demo_register("result_v2");
     if (!in || !out)
         return 1;
-    if (conflux_format_publish(space, out) < 0) {
-        fprintf(stderr, "%s: publishing the result format: %s\n", me, cx_errmsg());
-        return 1;
-    }
-    int s = pi_space_open(space, NULL);
-    if (s < 0) {
-        fprintf(stderr, "%s: %s: %s\n", me, space, cx_errmsg());
-        return 1;
-    }
+    int s = demo_open_space(me, space, (const struct cx_format *const[]){out, NULL});
     struct cx_chan_ctx *ctx;
     if (cx_chan_ctx_create(NULL, &ctx) < 0) {
         fprintf(stderr, "%s: channel runtime: %s\n", me, cx_errmsg());
