@@ -98,13 +98,15 @@ YAML
   step_done
 
   step "events flowing: the sink's progress (up to ${TIMEOUT}s)"
-  local t0=$(date +%s) last=""
+  local t0=$(date +%s) shown=0
   while :; do
-    local logs cur
-    logs=$(k -n "$NS" logs deploy/demo-sink -c sink 2>/dev/null || true)
-    cur=$(grep '^sink: ' <<<"$logs" | tail -1 || true)
-    [ -n "$cur" ] && [ "$cur" != "$last" ] && { info "$cur"; last=$cur; }
-    grep -q '^sink: complete' <<<"$logs" && break
+    local lines n
+    lines=$(k -n "$NS" logs deploy/demo-sink -c sink 2>/dev/null | grep '^sink: ' || true)
+    n=$(grep -c . <<<"$lines" || true)
+    # a restarted sink starts a new log: show it from its beginning
+    (( n >= shown )) || shown=0
+    (( n > shown )) && { tail -n +$((shown + 1)) <<<"$lines" | sed 's/^/    /'; shown=$n; }
+    grep -q '^sink: complete' <<<"$lines" && break
     (( $(date +%s) - t0 < TIMEOUT )) || { k -n "$NS" get workflow,pods -o wide; die "the sink did not complete in ${TIMEOUT}s"; }
     sleep 2
   done
