@@ -17,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3" // the bootstrap's typed options
 	. "github.com/onsi/gomega"
+	"google.golang.org/protobuf/encoding/protojson"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -211,5 +214,52 @@ func TestChartCRDsMatchGenerated(t *testing.T) {
 		u := &unstructured.Unstructured{}
 		g.Expect(yaml.Unmarshal([]byte(strings.TrimPrefix(string(b), "---\n")), &u.Object)).To(Succeed())
 		g.Expect(rendered).To(HaveKeyWithValue(u.GetName(), u.Object["spec"]), "chart copy of %s is stale: run make -C operator generate", f)
+	}
+}
+
+// The edge's bootstrap must point Envoy at the operator's xDS port under the node id the
+// operator serves, and be a valid Envoy bootstrap (the v3 Bootstrap message and its rules).
+func TestEdgeBootstrapPointsAtTheOperatorsXDS(t *testing.T) {
+	g := NewWithT(t)
+	objs, err := render(t, "--set", "edge.enabled=true", "--set", "edge.xdsPort=18555",
+		"--set", "edge.nodeID=edge-a", "--set", "edge.clusterDomain=example.test", "--set", "edge.listenPort=8443")
+	g.Expect(err).NotTo(HaveOccurred())
+	byName := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		byName[o.GetKind()+"/"+o.GetName()] = o
+	}
+	cm := byName["ConfigMap/conflux-edge-bootstrap"]
+	g.Expect(cm).NotTo(BeNil(), "rendered: %v", kinds(objs))
+	raw, _, _ := unstructured.NestedString(cm.Object, "data", "bootstrap.yaml")
+	js, err := yaml.YAMLToJSON([]byte(raw))
+	g.Expect(err).NotTo(HaveOccurred())
+	var boot bootstrapv3.Bootstrap
+	g.Expect(protojson.Unmarshal(js, &boot)).To(Succeed())
+	g.Expect(boot.ValidateAll()).To(Succeed())
+	g.Expect(boot.GetNode().GetId()).To(Equal("edge-a"))
+	xds := boot.GetStaticResources().GetClusters()[0]
+	sa := xds.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
+	g.Expect(sa.GetAddress()).To(Equal("conflux." + namespace + ".svc.example.test"))
+	g.Expect(sa.GetPortValue()).To(Equal(uint32(18555)))
+	g.Expect(boot.GetDynamicResources().GetAdsConfig().GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName()).To(Equal(xds.GetName()))
+
+	// the operator serves xDS there, for that node, and its Service exposes the port
+	var args []string
+	cs, _, _ := unstructured.NestedSlice(byName["Deployment/conflux"].Object, "spec", "template", "spec", "containers")
+	for _, a := range cs[0].(map[string]any)["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	g.Expect(args).To(ContainElements("--edge-xds-bind-address=:18555", "--edge-node-id=edge-a",
+		"--edge-listen-port=8443", "--cluster-domain=example.test"))
+	ports, _, _ := unstructured.NestedSlice(byName["Service/conflux"].Object, "spec", "ports")
+	g.Expect(ports).To(ContainElement(HaveKeyWithValue("port", BeNumerically("==", 18555))))
+	edgePorts, _, _ := unstructured.NestedSlice(byName["Deployment/conflux-edge"].Object, "spec", "template", "spec", "containers")
+	g.Expect(edgePorts[0].(map[string]any)["ports"]).To(ContainElement(HaveKeyWithValue("containerPort", BeNumerically("==", 8443))))
+
+	// without the edge, the operator serves no xDS
+	objs, err = render(t)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, o := range objs {
+		g.Expect(o.GetName()).NotTo(HavePrefix("conflux-edge"))
 	}
 }
