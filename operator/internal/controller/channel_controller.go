@@ -55,6 +55,9 @@ type channelScope struct {
 func (r *ChannelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	ch := &conflux.Channel{}
 	if err := r.Get(ctx, req.NamespacedName, ch); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetChannelMetrics(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	base := ch.DeepCopy()
@@ -141,6 +144,11 @@ func (r *ChannelReconciler) register(ctx context.Context, s *channelScope) (bool
 // readStats copies the space server's counters into the status.
 func (r *ChannelReconciler) readStats(ctx context.Context, s *channelScope) (bool, error) {
 	st, err := r.Spaces.Stats(ctx, r.ref(s))
+	if err != nil && !errors.Is(err, spaceclient.ErrStatsUnsupported) {
+		recordChannelStats(s.channel.Namespace, s.channel.Name, nil, err)
+	} else {
+		recordChannelStats(s.channel.Namespace, s.channel.Name, &st, err)
+	}
 	if errors.Is(err, spaceclient.ErrStatsUnsupported) { // an older space server: what it gave
 		s.stats, s.statsErr = &st, err
 		return false, nil

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -69,6 +71,33 @@ func TestChannelWithMissingSpace(t *testing.T) {
 		g.Expect(ch.Status.Bytes).To(Equal(int64(8192)))
 		g.Expect(ch.Status.Links).To(Equal([]conflux.LinkUsage{{Transport: "tcp", Count: 3}}))
 	}, 5*testStatsInterval, interval).Should(Succeed())
+	// the same numbers on the metrics endpoint
+	g.Eventually(func() float64 { v, _ := metricValue(channelReaders, ns, "frames"); return v }, timeout, interval).Should(Equal(3.0))
+	g.Eventually(func() float64 { v, _ := metricValue(channelBytes, ns, "frames"); return v }, timeout, interval).Should(Equal(8192.0))
+}
+
+// metricValue reads the series of collector c for namespace/channel (false when absent).
+func metricValue(c prometheus.Collector, ns, name string) (float64, bool) {
+	ch := make(chan prometheus.Metric, 1024)
+	c.Collect(ch)
+	close(ch)
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) != nil {
+			continue
+		}
+		labels := map[string]string{}
+		for _, l := range d.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["namespace"] == ns && labels["channel"] == name {
+			if d.GetCounter() != nil {
+				return d.GetCounter().GetValue(), true
+			}
+			return d.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
 }
 
 // A space server older than the STATS request: the channel is Ready with the writers and
@@ -141,6 +170,7 @@ func TestChannelStatsUnavailable(t *testing.T) {
 		}
 		g.Expect(found).To(BeTrue(), "a Warning Event naming the failure")
 	}, timeout, interval).Should(Succeed())
+	g.Eventually(func() float64 { v, _ := metricValue(channelStatsErr, ns, "p"); return v }, timeout, interval).Should(BeNumerically(">=", 1))
 }
 
 func TestEventsChannelWithoutSpaceIsReady(t *testing.T) {
@@ -175,6 +205,8 @@ func TestChannelFinalizerUnlinksFromSpace(t *testing.T) {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), ch)).To(Succeed())
 		g.Expect(ch.Finalizers).To(ContainElement(conflux.FinalizerName))
 		g.Expect(fakeSpaces.IsRegistered(key)).To(BeTrue())
+		_, ok := metricValue(channelSegments, ns, "p")
+		g.Expect(ok).To(BeTrue(), "the channel's metrics series")
 	}, timeout, interval).Should(Succeed())
 
 	g.Expect(k8sClient.Delete(ctx, ch)).To(Succeed())
@@ -183,4 +215,6 @@ func TestChannelFinalizerUnlinksFromSpace(t *testing.T) {
 	}, timeout, interval).Should(BeTrue())
 	g.Expect(fakeSpaces.UnlinkCount(key)).To(Equal(1))
 	g.Expect(fakeSpaces.IsRegistered(key)).To(BeFalse())
+	// its metrics series go with it
+	g.Eventually(func() bool { _, ok := metricValue(channelSegments, ns, "p"); return ok }, timeout, interval).Should(BeFalse())
 }

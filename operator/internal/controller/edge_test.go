@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	conflux "conflux.dev/operator/api/v1alpha1"
 	"conflux.dev/operator/internal/edge"
@@ -106,6 +107,22 @@ func waitView(t *testing.T, views <-chan xdsView, what string, ok func(xdsView) 
 	}
 }
 
+// gauge reads a metric without labels from the manager's registry.
+func gauge(t *testing.T, name string) float64 {
+	t.Helper()
+	mfs, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
 func sniRoutes(v xdsView) map[string]bool {
 	out := map[string]bool{}
 	for _, fc := range v.listeners[edge.ListenerName].GetFilterChains() {
@@ -154,6 +171,8 @@ func TestEdgeServesExposedSpaces(t *testing.T) {
 		g.Expect(found).To(BeTrue())
 	}, timeout, interval).Should(Succeed())
 	g.Expect(testEdge.Current().Snapshot.GetResources(resource.ClusterType)).NotTo(HaveKey(edge.ClusterName(ns, "copy")))
+	g.Expect(gauge(t, "conflux_edge_sni_conflicts")).To(BeNumerically(">=", 1))
+	g.Expect(gauge(t, "conflux_edge_exposed_spaces")).To(BeNumerically(">=", 1))
 
 	// Exposure switched off: the route and the cluster go.
 	g.Expect(k8sClient.Delete(ctx, dup)).To(Succeed())

@@ -41,7 +41,7 @@ type spaceScope struct {
 // +kubebuilder:rbac:groups=conflux.dev,resources=spaces/finalizers,verbs=update
 // +kubebuilder:rbac:groups=conflux.dev,resources=channels,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

@@ -123,6 +123,7 @@ func (s *Server) Start(ctx context.Context) error {
 		case <-s.kick:
 			if err := s.rebuild(ctx); err != nil {
 				// a snapshot that cannot be built keeps the previous one in service
+				snapshotFails.Inc()
 				s.Log.Error(err, "edge snapshot not updated")
 			}
 		}
@@ -162,6 +163,8 @@ func (s *Server) rebuild(ctx context.Context) error {
 	s.mu.Lock()
 	s.last = res
 	s.mu.Unlock()
+	exposedSpaces.Set(float64(len(res.Exposed)))
+	sniConflicts.Set(float64(len(res.Conflicts)))
 	s.reportConflicts(ctx, res.Conflicts)
 	return nil
 }
