@@ -7,6 +7,7 @@ package chart
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -262,4 +263,42 @@ func TestEdgeBootstrapPointsAtTheOperatorsXDS(t *testing.T) {
 	for _, o := range objs {
 		g.Expect(o.GetName()).NotTo(HavePrefix("conflux-edge"))
 	}
+}
+
+// The device-plugin configuration in each plugin's own format, from the same values.
+func TestDevicePluginConfigFormats(t *testing.T) {
+	g := NewWithT(t)
+	set := []string{"--set", "devicePlugin.enabled=true", "--set", "devicePlugin.resources[0].resourceName=hca",
+		"--set", "devicePlugin.resources[0].vendors={15b3}", "--set-string", "devicePlugin.resources[0].devices={1017}",
+		"--set", "devicePlugin.resources[0].pfNames={ens1f0}", "--set", "devicePlugin.resources[0].isRdma=true"}
+	config := func(extra ...string) map[string]any {
+		objs, err := render(t, append(set, extra...)...)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, o := range objs {
+			if o.GetKind() == "ConfigMap" && o.GetName() == "sriovdp-config" {
+				raw, _, _ := unstructured.NestedString(o.Object, "data", "config.json")
+				var m map[string]any
+				g.Expect(json.Unmarshal([]byte(raw), &m)).To(Succeed(), raw)
+				return m
+			}
+		}
+		t.Fatalf("no device plugin ConfigMap in %v", kinds(objs))
+		return nil
+	}
+	sriov := config()
+	g.Expect(sriov).To(HaveKey("resourceList"))
+	r := sriov["resourceList"].([]any)[0].(map[string]any)
+	g.Expect(r).To(HaveKeyWithValue("resourceName", "hca"))
+	g.Expect(r["selectors"]).To(Equal(map[string]any{"vendors": []any{"15b3"}, "devices": []any{"1017"},
+		"pfNames": []any{"ens1f0"}, "isRdma": true}))
+
+	shared := config("--set", "devicePlugin.kind=rdmaShared", "--set", "devicePlugin.resources[0].rdmaHcaMax=64")
+	g.Expect(shared).To(HaveKeyWithValue("periodicUpdateInterval", BeNumerically("==", 300)))
+	r = shared["configList"].([]any)[0].(map[string]any)
+	g.Expect(r).To(HaveKeyWithValue("rdmaHcaMax", BeNumerically("==", 64)))
+	g.Expect(r["selectors"]).To(Equal(map[string]any{"vendors": []any{"15b3"}, "deviceIDs": []any{"1017"},
+		"ifNames": []any{"ens1f0"}}))
+
+	_, err := render(t, append(set, "--set", "devicePlugin.kind=other")...)
+	g.Expect(err).To(MatchError(ContainSubstring("kind")))
 }
