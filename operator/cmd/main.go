@@ -45,7 +45,7 @@ func main() {
 		mutating, validating, leaderElectionID, spaceClient             string
 		webhookPort                                                     int
 		leaderElect, enableWebhooks                                     bool
-		statsInterval                                                   time.Duration
+		statsInterval, certRefresh                                      time.Duration
 		edgeXDSAddr, edgeNodeID, clusterDomain                          string
 		edgeListenPort                                                  uint
 	)
@@ -62,6 +62,7 @@ func main() {
 	flag.StringVar(&serviceName, "webhook-service-name", "conflux-webhook", "Service in front of the webhook server.")
 	flag.StringVar(&mutating, "mutating-webhook-configurations", "conflux-mutating", "Comma-separated MutatingWebhookConfigurations to patch with the CA.")
 	flag.StringVar(&validating, "validating-webhook-configurations", "conflux-validating", "Comma-separated ValidatingWebhookConfigurations to patch with the CA.")
+	flag.DurationVar(&certRefresh, "webhook-cert-refresh-interval", time.Hour, "How often the webhook certificate is checked (renewed when a third of its validity is left) and the caBundle re-patched while running; 0: only at start.")
 	flag.DurationVar(&statsInterval, "channel-stats-interval", 30*time.Second, "How often each registered Channel's stats are read from its space server; 0 reads them only when the Channel or its Space changes.")
 	flag.StringVar(&edgeXDSAddr, "edge-xds-bind-address", "", "Serve xDS (gRPC) for the Envoy WAN edge on this address, e.g. :18000; empty: no edge.")
 	flag.StringVar(&edgeNodeID, "edge-node-id", "conflux-edge", "node.id of the edge Envoys (their bootstrap).")
@@ -93,7 +94,7 @@ func main() {
 			Options: edge.Options{ListenPort: uint32(edgeListenPort), ClusterDomain: clusterDomain}}
 	}
 	if err := run(log.V(0).Info, runConfig{metricsAddr, probeAddr, certDir, secretName, serviceName,
-		mutating, validating, leaderElectionID, webhookPort, leaderElect, setup}); err != nil {
+		mutating, validating, leaderElectionID, webhookPort, leaderElect, certRefresh, setup}); err != nil {
 		log.Error(err, "operator failed")
 		os.Exit(1)
 	}
@@ -104,6 +105,7 @@ type runConfig struct {
 	mutating, validating, leaderElectionID                   string
 	webhookPort                                              int
 	leaderElect                                              bool
+	certRefresh                                              time.Duration
 	setup                                                    controller.Config
 }
 
@@ -116,15 +118,18 @@ func run(info func(string, ...any), c runConfig) error {
 	}
 	disableHTTP2 := func(t *tls.Config) { t.NextProtos = []string{"http/1.1"} }
 
+	var certs cxwebhook.CertOptions
+	var direct client.Client
 	if c.setup.Webhooks {
-		direct, err := client.New(cfg, client.Options{Scheme: scheme})
-		if err != nil {
+		var err error
+		if direct, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 			return err
 		}
-		if err := cxwebhook.EnsureCerts(ctx, direct, cxwebhook.CertOptions{
+		certs = cxwebhook.CertOptions{
 			Namespace: namespace, SecretName: c.secretName, ServiceName: c.serviceName, CertDir: c.certDir,
 			MutatingConfigs: split(c.mutating), ValidatingConfigs: split(c.validating),
-		}); err != nil {
+		}
+		if err := cxwebhook.EnsureCerts(ctx, direct, certs); err != nil {
 			return fmt.Errorf("webhook certificates: %w", err)
 		}
 	}
@@ -146,6 +151,12 @@ func run(info func(string, ...any), c runConfig) error {
 	}
 	if err := controller.SetupAll(ctx, mgr, c.setup); err != nil {
 		return err
+	}
+	if c.setup.Webhooks && c.certRefresh > 0 {
+		if err := mgr.Add(&cxwebhook.CertRefresher{Client: direct, Options: certs, Interval: c.certRefresh,
+			Log: ctrl.Log.WithName("certs")}); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
