@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -153,6 +155,17 @@ func TestEdgeServesExposedSpaces(t *testing.T) {
 	sa := v.clusters[cluster].GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
 	g.Expect(sa.GetAddress()).To(Equal(fmt.Sprintf("frames.%s.svc.cluster.local", ns)))
 	g.Expect(sa.GetPortValue()).To(Equal(uint32(conflux.SpacePort)))
+	spaceExposed := func(g Gomega, name string) *metav1.Condition {
+		var sp conflux.Space
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &sp)).To(Succeed())
+		return meta.FindStatusCondition(sp.Status.Conditions, conflux.SpaceExposedCondition)
+	}
+	g.Eventually(func(g Gomega) {
+		c := spaceExposed(g, "frames")
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(c.Message).To(ContainSubstring(host))
+	}, timeout, interval).Should(Succeed())
 	g.Expect(v.listeners[edge.ListenerName].GetAddress().GetSocketAddress().GetPortValue()).To(Equal(uint32(10000)))
 
 	// A second Space claiming the same host is left out, with a Warning Event saying who holds it.
@@ -172,6 +185,13 @@ func TestEdgeServesExposedSpaces(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	g.Expect(testEdge.Current().Snapshot.GetResources(resource.ClusterType)).NotTo(HaveKey(edge.ClusterName(ns, "copy")))
 	g.Expect(gauge(t, "conflux_edge_sni_conflicts")).To(BeNumerically(">=", 1))
+	g.Eventually(func(g Gomega) {
+		c := spaceExposed(g, "copy")
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(conflux.ReasonSNIConflict))
+		g.Expect(c.Message).To(ContainSubstring(ns + "/frames"))
+	}, timeout, interval).Should(Succeed())
 	g.Expect(gauge(t, "conflux_edge_exposed_spaces")).To(BeNumerically(">=", 1))
 
 	// Exposure switched off: the route and the cluster go.
@@ -184,4 +204,5 @@ func TestEdgeServesExposedSpaces(t *testing.T) {
 		return k8sClient.Update(ctx, sp)
 	}, timeout, interval).Should(Succeed())
 	waitView(t, views, "the Space's removal", func(v xdsView) bool { return v.clusters[cluster] == nil && !sniRoutes(v)[host] })
+	g.Eventually(func(g Gomega) { g.Expect(spaceExposed(g, "frames")).To(BeNil()) }, timeout, interval).Should(Succeed())
 }

@@ -4,7 +4,11 @@ import (
 	"context"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	conflux "conflux.dev/operator/api/v1alpha1"
 
 	"conflux.dev/operator/internal/edge"
 	"conflux.dev/operator/internal/spaceclient"
@@ -38,7 +42,18 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, c Config) error {
 		return err
 	}
 	rec := mgr.GetEventRecorderFor(EventSource)
-	if err := (&SpaceReconciler{Client: mgr.GetClient(), Recorder: rec, Image: image}).SetupWithManager(mgr); err != nil {
+	spaceRec := &SpaceReconciler{Client: mgr.GetClient(), Recorder: rec, Image: image}
+	if c.Edge != nil {
+		changes := make(chan event.GenericEvent, 1024)
+		spaceRec.Edge, spaceRec.EdgeChanges = c.Edge, changes
+		c.Edge.Notify = func(namespace, name string) {
+			select { // never blocks the edge: on a replica that is not the leader nobody reads
+			case changes <- event.GenericEvent{Object: &conflux.Space{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}}:
+			default:
+			}
+		}
+	}
+	if err := spaceRec.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&ChannelReconciler{Client: mgr.GetClient(), Recorder: rec, Spaces: spaces, StatsInterval: c.StatsInterval}).SetupWithManager(mgr); err != nil {

@@ -26,8 +26,8 @@ import (
 	conflux "conflux.dev/operator/api/v1alpha1"
 )
 
-// ReasonSNIConflict is the Event reason on a Space whose sniHost an older Space holds.
-const ReasonSNIConflict = "SNIConflict"
+// ReasonSNIConflict is the Event reason on a Space whose sniHost another Space holds.
+const ReasonSNIConflict = conflux.ReasonSNIConflict
 
 // Server serves the edge's snapshot over xDS (ADS, and CDS/LDS on their own) on Addr, to
 // Envoys whose bootstrap names NodeID. It runs on every operator replica (Envoy may reach
@@ -44,11 +44,15 @@ type Server struct {
 	// Recorder, when set, gets an Event on each Space left out by an SNI conflict.
 	Recorder record.EventRecorder
 	Log      logr.Logger
+	// Notify, when set, is called (from the server's goroutine; it must not block) for
+	// each Space whose Exposure changed with a rebuild, so that its status follows.
+	Notify func(namespace, name string)
 
 	snapshots cachev3.SnapshotCache
 	mu        sync.Mutex
 	bound     string
 	last      Result
+	built     bool
 	reported  map[Conflict]bool
 	kick      chan struct{}
 }
@@ -161,12 +165,65 @@ func (s *Server) rebuild(ctx context.Context) error {
 		return fmt.Errorf("edge xDS: %w", err)
 	}
 	s.mu.Lock()
-	s.last = res
+	prev, wasBuilt := s.last, s.built
+	s.last, s.built = res, true
 	s.mu.Unlock()
+	s.notifyChanges(prev, res, wasBuilt)
 	exposedSpaces.Set(float64(len(res.Exposed)))
 	sniConflicts.Set(float64(len(res.Conflicts)))
 	s.reportConflicts(ctx, res.Conflicts)
 	return nil
+}
+
+// Exposure says what the edge does with a Space: served (exposed), left out because
+// holder has its sniHost, or neither; built is false until the first snapshot.
+func (s *Server) Exposure(namespace, name string) (exposed bool, holder string, built bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return exposureIn(s.last, namespace, name) == "exposed", conflictHolder(s.last, namespace, name), s.built
+}
+
+func exposureIn(r Result, namespace, name string) string {
+	for _, e := range r.Exposed {
+		if e.Namespace == namespace && e.Name == name {
+			return "exposed"
+		}
+	}
+	if h := conflictHolder(r, namespace, name); h != "" {
+		return "conflict " + h
+	}
+	return ""
+}
+
+func conflictHolder(r Result, namespace, name string) string {
+	for _, c := range r.Conflicts {
+		if c.Namespace == namespace && c.Name == name {
+			return c.Winner
+		}
+	}
+	return ""
+}
+
+// notifyChanges calls Notify for every Space whose exposure differs between two builds
+// (every Space of the first build).
+func (s *Server) notifyChanges(prev, cur Result, wasBuilt bool) {
+	if s.Notify == nil {
+		return
+	}
+	seen := map[[2]string]bool{}
+	for _, r := range []Result{prev, cur} {
+		for _, e := range r.Exposed {
+			seen[[2]string{e.Namespace, e.Name}] = true
+		}
+		for _, c := range r.Conflicts {
+			seen[[2]string{c.Namespace, c.Name}] = true
+		}
+	}
+	for k := range seen {
+		if !wasBuilt || exposureIn(prev, k[0], k[1]) != exposureIn(cur, k[0], k[1]) {
+			s.Notify(k[0], k[1])
+		}
+	}
 }
 
 // reportConflicts sends one Event per new conflict to the Space left out.

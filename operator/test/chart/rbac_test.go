@@ -38,7 +38,7 @@ func TestOperatorWorksWithTheChartsRBAC(t *testing.T) {
 	defer cancel()
 	objs, err := render(t)
 	g.Expect(err).NotTo(HaveOccurred())
-	apply(t, g, objs) // CRDs for real, the rest validated
+	apply(t, g, objs)     // CRDs for real, the rest validated
 	objs, err = render(t) // fresh copies: apply filled in server fields
 	g.Expect(err).NotTo(HaveOccurred())
 	var webhookConfigs []*unstructured.Unstructured
