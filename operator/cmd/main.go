@@ -1,10 +1,9 @@
 // Command manager runs the Conflux operator: the Space, Channel, Workflow and Fabric
-// reconcilers and the admission webhooks. "manager probe URL" is a tiny HTTP check used by
-// the chart test.
+// reconcilers, the admission webhooks and (--edge-xds-bind-address) the edge's xDS server.
+// "manager probe URL" is a tiny HTTP check used by the chart test.
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"flag"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 
 	conflux "conflux.dev/operator/api/v1alpha1"
 	"conflux.dev/operator/internal/controller"
+	"conflux.dev/operator/internal/edge"
 	"conflux.dev/operator/internal/spaceclient"
 	cxwebhook "conflux.dev/operator/internal/webhook"
 )
@@ -45,6 +45,9 @@ func main() {
 		mutating, validating, leaderElectionID, spaceClient             string
 		webhookPort                                                     int
 		leaderElect, enableWebhooks                                     bool
+		statsInterval, certRefresh                                      time.Duration
+		edgeXDSAddr, edgeNodeID, clusterDomain                          string
+		edgeListenPort                                                  uint
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
@@ -59,6 +62,12 @@ func main() {
 	flag.StringVar(&serviceName, "webhook-service-name", "conflux-webhook", "Service in front of the webhook server.")
 	flag.StringVar(&mutating, "mutating-webhook-configurations", "conflux-mutating", "Comma-separated MutatingWebhookConfigurations to patch with the CA.")
 	flag.StringVar(&validating, "validating-webhook-configurations", "conflux-validating", "Comma-separated ValidatingWebhookConfigurations to patch with the CA.")
+	flag.DurationVar(&certRefresh, "webhook-cert-refresh-interval", time.Hour, "How often the webhook certificate is checked (renewed when a third of its validity is left) and the caBundle re-patched while running; 0: only at start.")
+	flag.DurationVar(&statsInterval, "channel-stats-interval", 30*time.Second, "How often each registered Channel's stats are read from its space server; 0 reads them only when the Channel or its Space changes.")
+	flag.StringVar(&edgeXDSAddr, "edge-xds-bind-address", "", "Serve xDS (gRPC) for the Envoy WAN edge on this address, e.g. :18000; empty: no edge.")
+	flag.StringVar(&edgeNodeID, "edge-node-id", "conflux-edge", "node.id of the edge Envoys (their bootstrap).")
+	flag.UintVar(&edgeListenPort, "edge-listen-port", 10000, "Port the edge Envoy listens on for TLS from remote clusters.")
+	flag.StringVar(&clusterDomain, "cluster-domain", "cluster.local", "DNS domain of this cluster (the edge reaches Spaces at <space>.<namespace>.svc.<domain>).")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -75,19 +84,29 @@ func main() {
 		fmt.Fprintf(os.Stderr, "--space-client=%s: give tcp or none\n", spaceClient)
 		os.Exit(2)
 	}
-	if err := run(log.V(0).Info, runConfig{metricsAddr, probeAddr, image, certDir, secretName, serviceName,
-		mutating, validating, leaderElectionID, webhookPort, leaderElect, enableWebhooks, spaces}); err != nil {
+	setup := controller.Config{Image: image, Spaces: spaces, Webhooks: enableWebhooks, StatsInterval: statsInterval}
+	if edgeXDSAddr != "" {
+		if edgeListenPort == 0 || edgeListenPort > 65535 {
+			fmt.Fprintf(os.Stderr, "--edge-listen-port=%d: give a port 1-65535\n", edgeListenPort)
+			os.Exit(2)
+		}
+		setup.Edge = &edge.Server{Addr: edgeXDSAddr, NodeID: edgeNodeID,
+			Options: edge.Options{ListenPort: uint32(edgeListenPort), ClusterDomain: clusterDomain}}
+	}
+	if err := run(log.V(0).Info, runConfig{metricsAddr, probeAddr, certDir, secretName, serviceName,
+		mutating, validating, leaderElectionID, webhookPort, leaderElect, certRefresh, setup}); err != nil {
 		log.Error(err, "operator failed")
 		os.Exit(1)
 	}
 }
 
 type runConfig struct {
-	metricsAddr, probeAddr, image, certDir, secretName, serviceName string
-	mutating, validating, leaderElectionID                          string
-	webhookPort                                                     int
-	leaderElect, enableWebhooks                                     bool
-	spaces                                                          spaceclient.SpaceClient
+	metricsAddr, probeAddr, certDir, secretName, serviceName string
+	mutating, validating, leaderElectionID                   string
+	webhookPort                                              int
+	leaderElect                                              bool
+	certRefresh                                              time.Duration
+	setup                                                    controller.Config
 }
 
 func run(info func(string, ...any), c runConfig) error {
@@ -99,15 +118,18 @@ func run(info func(string, ...any), c runConfig) error {
 	}
 	disableHTTP2 := func(t *tls.Config) { t.NextProtos = []string{"http/1.1"} }
 
-	if c.enableWebhooks {
-		direct, err := client.New(cfg, client.Options{Scheme: scheme})
-		if err != nil {
+	var certs cxwebhook.CertOptions
+	var direct client.Client
+	if c.setup.Webhooks {
+		var err error
+		if direct, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 			return err
 		}
-		if err := cxwebhook.EnsureCerts(ctx, direct, cxwebhook.CertOptions{
+		certs = cxwebhook.CertOptions{
 			Namespace: namespace, SecretName: c.secretName, ServiceName: c.serviceName, CertDir: c.certDir,
 			MutatingConfigs: split(c.mutating), ValidatingConfigs: split(c.validating),
-		}); err != nil {
+		}
+		if err := cxwebhook.EnsureCerts(ctx, direct, certs); err != nil {
 			return fmt.Errorf("webhook certificates: %w", err)
 		}
 	}
@@ -127,26 +149,27 @@ func run(info func(string, ...any), c runConfig) error {
 	if err != nil {
 		return err
 	}
-	if err := Setup(ctx, mgr, c.image, c.spaces, c.enableWebhooks); err != nil {
+	if err := controller.SetupAll(ctx, mgr, c.setup); err != nil {
 		return err
+	}
+	if c.setup.Webhooks && c.certRefresh > 0 {
+		if err := mgr.Add(&cxwebhook.CertRefresher{Client: direct, Options: certs, Interval: c.certRefresh,
+			Log: ctrl.Log.WithName("certs")}); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
 	ready := healthz.Ping
-	if c.enableWebhooks {
+	if c.setup.Webhooks {
 		ready = mgr.GetWebhookServer().StartedChecker()
 	}
 	if err := mgr.AddReadyzCheck("readyz", ready); err != nil {
 		return err
 	}
-	info("starting manager", "namespace", namespace, "webhooks", c.enableWebhooks)
+	info("starting manager", "namespace", namespace, "webhooks", c.setup.Webhooks, "edgeXDS", c.setup.Edge != nil)
 	return mgr.Start(ctx)
-}
-
-// Setup registers the indexes, reconcilers and (optionally) webhooks on mgr. Tests call it too.
-func Setup(ctx context.Context, mgr ctrl.Manager, image string, spaces spaceclient.SpaceClient, webhooks bool) error {
-	return controller.SetupAll(ctx, mgr, image, spaces, webhooks)
 }
 
 func split(s string) []string {

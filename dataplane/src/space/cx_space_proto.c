@@ -83,6 +83,7 @@ int cx_sp_encode_request(struct cx_sp_buf *b, const struct cx_sp_request *r)
     switch (r->op) {
     case CX_SP_LOOKUP:
     case CX_SP_UNLINK:
+    case CX_SP_STATS:
         put_s(b, r->name);
         break;
     case CX_SP_GET:
@@ -143,6 +144,25 @@ int cx_sp_encode_pipe(struct cx_sp_buf *b, const struct cx_sp_pipe *p)
     cx_sp_buf_u16(b, n);
     for (uint16_t i = 0; i < n; i++)
         put_s(b, p->addrs[i]);
+    return b->err;
+}
+
+int cx_sp_encode_stats(struct cx_sp_buf *b, const struct cx_sp_stats *st)
+{
+    if (st->nlinks > CX_SP_MAX_LINKS) {
+        if (!b->err)
+            b->err = cx_err_set(EINVAL, "space STATS with %u transports (max %d)", st->nlinks,
+                                CX_SP_MAX_LINKS);
+        return b->err;
+    }
+    cx_sp_buf_u32(b, st->readers);
+    cx_sp_buf_u64(b, st->bytes);
+    cx_sp_buf_u64(b, st->segments);
+    cx_sp_buf_u16(b, st->nlinks);
+    for (uint16_t i = 0; i < st->nlinks; i++) {
+        put_s(b, st->links[i].transport);
+        cx_sp_buf_u32(b, st->links[i].count);
+    }
     return b->err;
 }
 
@@ -218,6 +238,7 @@ int cx_sp_decode_request(const uint8_t *in, size_t len, struct cx_sp_request *q)
     switch (q->op) {
     case CX_SP_LOOKUP:
     case CX_SP_UNLINK:
+    case CX_SP_STATS:
         q->name = get_s(&r, "name");
         break;
     case CX_SP_GET:
@@ -279,6 +300,23 @@ static void get_pipe(struct rd *r, struct cx_sp_pipe *p)
         p->addrs[i] = get_s(r, "address");
 }
 
+static void get_stats(struct rd *r, struct cx_sp_stats *st)
+{
+    st->readers = (uint32_t)get_le(r, 4, "readers");
+    st->bytes = get_le(r, 8, "bytes");
+    st->segments = get_le(r, 8, "segments");
+    uint16_t n = (uint16_t)get_le(r, 2, "link count");
+    if (n > CX_SP_MAX_LINKS && !r->what) {
+        r->what = "link count (over the limit)";
+        return;
+    }
+    st->nlinks = n;
+    for (uint16_t i = 0; i < n; i++) {
+        st->links[i].transport = get_s(r, "link transport");
+        st->links[i].count = (uint32_t)get_le(r, 4, "link uses");
+    }
+}
+
 int cx_sp_decode_reply(const uint8_t *in, size_t len, struct cx_sp_reply *q)
 {
     struct rd r = {.p = in, .len = len};
@@ -297,6 +335,10 @@ int cx_sp_decode_reply(const uint8_t *in, size_t len, struct cx_sp_reply *q)
     case CX_SP_UNLINK:
     case CX_SP_READER_JOINED:
         get_pipe(&r, &q->pipe);
+        break;
+    case CX_SP_STATS:
+        get_pipe(&r, &q->pipe);
+        get_stats(&r, &q->stats);
         break;
     case CX_SP_STOP:
         break;
@@ -348,6 +390,6 @@ int cx_sp_str_copy(struct cx_sp_str s, char *out, size_t cap)
 const char *cx_sp_op_name(uint8_t op)
 {
     static const char *names[] = {"?",    "LOOKUP", "GET",     "PUT",     "READ",         "STOP",
-                                  "UNLINK", "LIST", "FMT_PUT", "FMT_GET", "READER_JOINED"};
+                                  "UNLINK", "LIST", "FMT_PUT", "FMT_GET", "READER_JOINED", "STATS"};
     return op < sizeof names / sizeof names[0] ? names[op] : "?";
 }

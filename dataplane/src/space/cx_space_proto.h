@@ -29,9 +29,29 @@
  *   LIST     -                                     -> u32 n, n x (str name, u64 id, u64 format)
  *   FMT_PUT  blob description                      -> u64 token
  *   FMT_GET  u64 token                             -> blob description
+ *   STATS    str name                              -> pipe (as LOOKUP) + stats
  *
  *   pipe = u64 pipe_id, u64 format, u64 first_id, u64 last_id, u8 ended, u8 writer_open,
  *          u16 n, n x str address
+ *   stats = u32 readers, u64 bytes, u64 segments, u16 nlinks, nlinks x (str transport,
+ *           u32 count)
+ *
+ * STATS is what the server knows of a pipe at the moment of the request (it opens the
+ * pipe's log if it was not open yet, as GET does):
+ *   readers   READ streams open on the pipe (pi_attach opens one per reader, as does
+ *             `conflux cat`); a stream that reached the END stays counted until its reader
+ *             stops it or disconnects.
+ *   bytes     bytes of the pipe's log on disk, 40-byte record headers included, after
+ *             retention (cx_seg_stat.bytes).
+ *   segments  segments stored, after retention (cx_seg_stat.segments).
+ *   links     links in use, per transport (the scheme of an address: "tcp", "shm", ...),
+ *             at most CX_SP_MAX_LINKS transports, each counted once per:
+ *               - the writer's connection to the server and each READ stream (the
+ *                 transport the server listens on);
+ *               - while a writer is open, each registered reader address (GET with an
+ *                 address): the direct writer-to-reader link the writer was told to open.
+ *             An address without "://" counts as transport "unknown".
+ * A server older than STATS answers -EPROTO "unknown space request op 11".
  *
  * Decoders check every length against the buffer and return -EPROTO with a message on a
  * malformed payload; decoded strings point into the payload (not NUL-terminated: use the
@@ -58,6 +78,7 @@ enum cx_space_op {
     CX_SP_FMT_PUT = 8,
     CX_SP_FMT_GET = 9,
     CX_SP_READER_JOINED = 10, /* push */
+    CX_SP_STATS = 11,
 };
 
 /* pi_create modes (seed: CREATE for new pipes, APPEND to resume writing). */
@@ -66,6 +87,8 @@ enum cx_space_mode { CX_SP_CREATE = 1, CX_SP_APPEND = 2 };
 /* Most addresses one pipe reply lists, and the longest address. */
 #define CX_SP_MAX_ADDRS 16
 #define CX_SP_ADDR_MAX 127
+/* Most transports a STATS reply lists. */
+#define CX_SP_MAX_LINKS 8
 
 struct cx_sp_str {
     const char *p;
@@ -92,11 +115,23 @@ struct cx_sp_pipe {
     struct cx_sp_str addrs[CX_SP_MAX_ADDRS];
 };
 
+/* STATS results beyond the pipe (see above). */
+struct cx_sp_stats {
+    uint32_t readers;
+    uint64_t bytes, segments;
+    uint16_t nlinks;
+    struct {
+        struct cx_sp_str transport;
+        uint32_t count;
+    } links[CX_SP_MAX_LINKS];
+};
+
 struct cx_sp_reply {
     uint8_t op;
     int32_t status;
     struct cx_sp_str error; /* status < 0 */
-    struct cx_sp_pipe pipe; /* LOOKUP GET PUT READ UNLINK, READER_JOINED (addrs[0]) */
+    struct cx_sp_pipe pipe; /* LOOKUP GET PUT READ UNLINK STATS, READER_JOINED (addrs[0]) */
+    struct cx_sp_stats stats; /* STATS */
     uint64_t token;         /* FMT_PUT */
     const uint8_t *blob;    /* FMT_GET description; LIST: the raw entries */
     uint32_t blob_len;
@@ -126,6 +161,8 @@ int cx_sp_encode_request(struct cx_sp_buf *b, const struct cx_sp_request *r);
 int cx_sp_encode_reply_head(struct cx_sp_buf *b, uint8_t op, int32_t status, const char *error);
 /* Encodes a pipe result (after the head). */
 int cx_sp_encode_pipe(struct cx_sp_buf *b, const struct cx_sp_pipe *p);
+/* Encodes STATS results (after the pipe). -EINVAL when nlinks > CX_SP_MAX_LINKS. */
+int cx_sp_encode_stats(struct cx_sp_buf *b, const struct cx_sp_stats *st);
 
 /* Parse a request or a reply payload. 0, or -EPROTO with cx_errmsg naming the problem. */
 int cx_sp_decode_request(const uint8_t *in, size_t len, struct cx_sp_request *r);

@@ -511,6 +511,60 @@ static int do_lookup(struct cx_space_server *s, struct conn *c, uint64_t seq, co
     return 0;
 }
 
+/* Counts one link of transport t (a scheme, not NUL-terminated) in st. */
+static void stats_link(struct cx_sp_stats *st, const char *t, size_t len)
+{
+    for (uint16_t i = 0; i < st->nlinks; i++)
+        if (st->links[i].transport.len == len && memcmp(st->links[i].transport.p, t, len) == 0) {
+            st->links[i].count++;
+            return;
+        }
+    if (st->nlinks < CX_SP_MAX_LINKS) { /* more transports than that: the rest go uncounted */
+        st->links[st->nlinks].transport = (struct cx_sp_str){t, (uint16_t)len};
+        st->links[st->nlinks++].count = 1;
+    }
+}
+
+/* STATS (cx_space_proto.h says what each number means): the pipe as LOOKUP shows it, then
+ * its readers, stored bytes and segments, and its links per transport. */
+static int do_stats(struct cx_space_server *s, struct conn *c, uint64_t seq, const struct cx_sp_request *q)
+{
+    char name[CX_SPACE_NAME_MAX + 1];
+    struct spipe *p;
+    int rc = named_pipe(s, q, 0, name, &p);
+    if (rc < 0)
+        return rc;
+    struct cx_sp_pipe out;
+    pipe_fill(p, &out);
+    if (p->writer_addr[0] && p->writer)
+        out.addrs[out.naddrs++] = (struct cx_sp_str){p->writer_addr, (uint16_t)strlen(p->writer_addr)};
+    struct cx_seg_stat ss;
+    cx_segstore_stat(p->seg, &ss);
+    struct cx_sp_stats st = {.bytes = ss.bytes, .segments = ss.segments};
+    const char *mine = s->link_ops->scheme ? s->link_ops->scheme : "unknown";
+    for (struct conn *k = s->conns; k; k = k->next)
+        for (size_t i = 0; i < k->nh; i++)
+            if (k->h[i].p == p && (k->h[i].kind == H_READER ||
+                                   (p->writer == k && p->writer_handle == k->h[i].id))) {
+                st.readers += k->h[i].kind == H_READER;
+                stats_link(&st, mine, strlen(mine));
+            }
+    for (int i = 0; p->writer && i < p->nreaders; i++) {
+        const char *a = p->readers[i].addr, *sep = strstr(a, "://");
+        if (sep)
+            stats_link(&st, a, (size_t)(sep - a));
+        else
+            stats_link(&st, "unknown", 7);
+    }
+    struct cx_sp_buf b = {0};
+    cx_sp_encode_reply_head(&b, CX_SP_STATS, 0, NULL);
+    cx_sp_encode_pipe(&b, &out);
+    cx_sp_encode_stats(&b, &st);
+    reply(c, CX_FRAME_LOOKUP, seq, &b);
+    cx_sp_buf_free(&b);
+    return 0;
+}
+
 static int do_list(struct cx_space_server *s, struct conn *c, uint64_t seq)
 {
     size_t n = cx_nametable_list(s->names, NULL, 0);
@@ -572,6 +626,7 @@ static void on_request(struct conn *c, const struct cx_frame_hdr *h, const void 
         case CX_SP_READ: rc = do_read(s, c, h->seq, &q); break;
         case CX_SP_UNLINK: rc = do_unlink(s, c, h->seq, &q); break;
         case CX_SP_LIST: rc = do_list(s, c, h->seq); break;
+        case CX_SP_STATS: rc = do_stats(s, c, h->seq, &q); break;
         case CX_SP_FMT_PUT:
         case CX_SP_FMT_GET: rc = do_format(s, c, h->seq, &q); break;
         case CX_SP_STOP: {

@@ -37,6 +37,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         touch(r.error, in, size);
         for (int i = 0; i < r.pipe.naddrs; i++)
             touch(r.pipe.addrs[i], in, size);
+        for (int i = 0; i < r.stats.nlinks; i++)
+            touch(r.stats.links[i].transport, in, size);
         size_t off = 0;
         struct cx_sp_str name;
         uint64_t id, fmt;

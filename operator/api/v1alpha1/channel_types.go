@@ -11,6 +11,10 @@ const (
 	ChannelSpaceResolvedCondition = "SpaceResolved"
 	// ChannelRegisteredCondition reports whether the channel is registered in its space server.
 	ChannelRegisteredCondition = "Registered"
+	// ChannelStatsReportedCondition reports whether the status counters (writers, readers,
+	// segments, bytes, links) come from the space server. Informational: it is not part of
+	// Ready (an older space server serves the channel but reports fewer counters).
+	ChannelStatsReportedCondition = "StatsReported"
 )
 
 // Channel reasons.
@@ -23,6 +27,12 @@ const (
 	ReasonNoSpace = "NoSpace"
 	// ReasonRegistrationFailed: the space server refused or could not be reached.
 	ReasonRegistrationFailed = "RegistrationFailed"
+	// ReasonStatsUnsupported: the space server predates the STATS request; writers and
+	// segments are reported, readers, bytes and links stay zero.
+	ReasonStatsUnsupported = "StatsUnsupported"
+	// ReasonStatsUnavailable: reading the counters from the space server failed; the
+	// message says why.
+	ReasonStatsUnavailable = "StatsUnavailable"
 )
 
 // ChannelKind is events (ECho-style typed events, decentralised) or pipe (persistent,
@@ -143,16 +153,17 @@ type ChannelStatus struct {
 	// Writers currently attached.
 	// +optional
 	Writers int32 `json:"writers"`
-	// Readers currently attached.
+	// Readers currently attached: the space server's reader streams of the pipe.
 	// +optional
 	Readers int32 `json:"readers"`
 	// Segments stored (pipes).
 	// +optional
 	Segments int64 `json:"segments"`
-	// Bytes stored (pipes).
+	// Bytes stored (pipes): the pipe's log on disk, record headers included.
 	// +optional
 	Bytes int64 `json:"bytes"`
-	// Links in use, per transport.
+	// Links in use, per transport: the writer's and readers' connections to the space
+	// server, and the direct writer-to-reader links the space announced.
 	// +listType=map
 	// +listMapKey=transport
 	// +optional
@@ -160,7 +171,7 @@ type ChannelStatus struct {
 	// ObservedGeneration is the generation last reconciled successfully.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, SpaceResolved, Registered.
+	// Conditions: Ready, SpaceResolved, Registered, StatsReported.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -175,6 +186,8 @@ type ChannelStatus struct {
 // +kubebuilder:printcolumn:name="Space",type=string,JSONPath=`.spec.space`
 // +kubebuilder:printcolumn:name="Writers",type=integer,JSONPath=`.status.writers`
 // +kubebuilder:printcolumn:name="Readers",type=integer,JSONPath=`.status.readers`
+// +kubebuilder:printcolumn:name="Bytes",type=integer,JSONPath=`.status.bytes`
+// +kubebuilder:printcolumn:name="Segments",type=integer,JSONPath=`.status.segments`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

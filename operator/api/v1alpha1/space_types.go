@@ -11,6 +11,9 @@ const (
 	SpaceServerReadyCondition = "ServerReady"
 	// SpaceServiceReadyCondition reports whether the headless Service of the space exists.
 	SpaceServiceReadyCondition = "ServiceReady"
+	// SpaceExposedCondition reports, for a Space with exposure enabled, whether the edge
+	// routes its sniHost to it. Informational: not part of Ready.
+	SpaceExposedCondition = "Exposed"
 )
 
 // Space reasons.
@@ -19,6 +22,12 @@ const (
 	ReasonWaitingForReplicas = "WaitingForReplicas"
 	// ReasonChannelsRemaining: a deleted Space waits until the Channels that use it are gone.
 	ReasonChannelsRemaining = "ChannelsRemaining"
+	// ReasonEdgeDisabled: exposure is enabled but the operator does not run the edge.
+	ReasonEdgeDisabled = "EdgeDisabled"
+	// ReasonEdgePending: the edge has not built a configuration with this Space yet.
+	ReasonEdgePending = "EdgePending"
+	// ReasonSNIConflict: another Space holds the sniHost; the message names it.
+	ReasonSNIConflict = "SNIConflict"
 )
 
 // SpacePort is the TCP port on which confluxd --role=space serves lookups and segments.
@@ -88,7 +97,7 @@ type SpaceStatus struct {
 	// ObservedGeneration is the generation last reconciled successfully.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, ServerReady, ServiceReady.
+	// Conditions: Ready, ServerReady, ServiceReady, Exposed (with exposure enabled).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +26,9 @@ type ChannelReconciler struct {
 	client.Client
 	Recorder record.EventRecorder
 	Spaces   spaceclient.SpaceClient
+	// StatsInterval: how often a registered channel's stats are read again (0: only when
+	// the Channel or its Space changes).
+	StatsInterval time.Duration
 }
 
 // channelScope is what the phases of one Channel reconcile share.
@@ -35,7 +40,10 @@ type channelScope struct {
 	registered                bool
 	registerErr               error
 	stats                     *spaceclient.ChannelStats
-	err                       error
+	// statsErr: the stats could not be read (stats is nil), or are partial (an older
+	// space server: wraps spaceclient.ErrStatsUnsupported).
+	statsErr error
+	err      error
 }
 
 // +kubebuilder:rbac:groups=conflux.dev,resources=channels,verbs=get;list;watch;update;patch
@@ -47,6 +55,9 @@ type channelScope struct {
 func (r *ChannelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	ch := &conflux.Channel{}
 	if err := r.Get(ctx, req.NamespacedName, ch); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetChannelMetrics(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	base := ch.DeepCopy()
@@ -77,6 +88,9 @@ func (r *ChannelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 		if done {
 			break
 		}
+	}
+	if s.stats != nil && r.StatsInterval > 0 {
+		return ctrl.Result{RequeueAfter: r.StatsInterval}, nil
 	}
 	return ctrl.Result{}, nil
 }
@@ -130,7 +144,17 @@ func (r *ChannelReconciler) register(ctx context.Context, s *channelScope) (bool
 // readStats copies the space server's counters into the status.
 func (r *ChannelReconciler) readStats(ctx context.Context, s *channelScope) (bool, error) {
 	st, err := r.Spaces.Stats(ctx, r.ref(s))
+	if err != nil && !errors.Is(err, spaceclient.ErrStatsUnsupported) {
+		recordChannelStats(s.channel.Namespace, s.channel.Name, nil, err)
+	} else {
+		recordChannelStats(s.channel.Namespace, s.channel.Name, &st, err)
+	}
+	if errors.Is(err, spaceclient.ErrStatsUnsupported) { // an older space server: what it gave
+		s.stats, s.statsErr = &st, err
+		return false, nil
+	}
 	if err != nil {
+		s.statsErr = err
 		return true, fmt.Errorf("reading stats from space %q: %w", s.channel.Spec.Space, err)
 	}
 	s.stats = &st

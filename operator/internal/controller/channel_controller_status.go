@@ -1,9 +1,12 @@
 package controller
 
 import (
+	"errors"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	conflux "conflux.dev/operator/api/v1alpha1"
+	"conflux.dev/operator/internal/spaceclient"
 )
 
 // updateChannelStatus computes the whole status of a Channel from its scope.
@@ -21,6 +24,7 @@ func updateChannelStatus(s *channelScope) {
 	if !deleting {
 		setChannelSpaceResolvedCondition(s)
 		setChannelRegisteredCondition(s)
+		setChannelStatsCondition(s)
 	}
 	setReadySummary(&ch.Status.Conditions, ch.Generation, deleting, "unlinking from space", s.err,
 		conflux.ChannelSpaceResolvedCondition, conflux.ChannelRegisteredCondition)
@@ -49,6 +53,22 @@ func setChannelSpaceResolvedCondition(s *channelScope) {
 			"events channel without a space: writers reach readers directly")
 	default:
 		setCondition(&ch.Status.Conditions, ch.Generation, conflux.ChannelSpaceResolvedCondition, metav1.ConditionFalse, s.spaceReason, s.spaceMessage)
+	}
+}
+
+func setChannelStatsCondition(s *channelScope) {
+	ch := s.channel
+	switch {
+	case s.spaceReason == conflux.ReasonNoSpace:
+		setCondition(&ch.Status.Conditions, ch.Generation, conflux.ChannelStatsReportedCondition, metav1.ConditionTrue, conflux.ReasonNoSpace, "no space server: nothing stored to report")
+	case errors.Is(s.statsErr, spaceclient.ErrStatsUnsupported):
+		setCondition(&ch.Status.Conditions, ch.Generation, conflux.ChannelStatsReportedCondition, metav1.ConditionFalse, conflux.ReasonStatsUnsupported, s.statsErr.Error())
+	case s.statsErr != nil:
+		setCondition(&ch.Status.Conditions, ch.Generation, conflux.ChannelStatsReportedCondition, metav1.ConditionFalse, conflux.ReasonStatsUnavailable, s.statsErr.Error())
+	case s.stats != nil:
+		setCondition(&ch.Status.Conditions, ch.Generation, conflux.ChannelStatsReportedCondition, metav1.ConditionTrue, conflux.ReasonReconciled, "")
+	case s.spaceReason != "":
+		setCondition(&ch.Status.Conditions, ch.Generation, conflux.ChannelStatsReportedCondition, metav1.ConditionFalse, s.spaceReason, "waiting for the space")
 	}
 }
 

@@ -12,8 +12,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	conflux "conflux.dev/operator/api/v1alpha1"
 )
@@ -25,6 +27,16 @@ type SpaceReconciler struct {
 	Recorder record.EventRecorder
 	// Image of confluxd.
 	Image string
+	// Edge, when the operator runs the edge: what it does with each Space (the Exposed
+	// condition). Nil: exposure is not served.
+	Edge ExposureView
+	// EdgeChanges requeues the Spaces whose exposure the edge changed (with Edge).
+	EdgeChanges <-chan event.GenericEvent
+}
+
+// ExposureView is the edge as the Space reconciler sees it (edge.Server).
+type ExposureView interface {
+	Exposure(namespace, name string) (exposed bool, holder string, built bool)
 }
 
 // spaceScope is what the phases of one Space reconcile share.
@@ -34,6 +46,9 @@ type spaceScope struct {
 	service     *corev1.Service
 	channels    []string // names of the Channels using the space
 	err         error    // the aggregated phase error
+	// the edge's view of the Space (Exposed condition)
+	edgeOn, edgeBuilt, exposed bool
+	exposureHolder             string
 }
 
 // +kubebuilder:rbac:groups=conflux.dev,resources=spaces,verbs=get;list;watch;update;patch
@@ -41,7 +56,7 @@ type spaceScope struct {
 // +kubebuilder:rbac:groups=conflux.dev,resources=spaces/finalizers,verbs=update
 // +kubebuilder:rbac:groups=conflux.dev,resources=channels,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -52,7 +67,10 @@ func (r *SpaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res 
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	base := space.DeepCopy()
-	s := &spaceScope{space: space}
+	s := &spaceScope{space: space, edgeOn: r.Edge != nil}
+	if r.Edge != nil {
+		s.exposed, s.exposureHolder, s.edgeBuilt = r.Edge.Exposure(space.Namespace, space.Name)
+	}
 	defer func() {
 		s.err = retErr
 		updateSpaceStatus(s)
@@ -104,6 +122,13 @@ func (r *SpaceReconciler) reconcileDelete(ctx context.Context, s *spaceScope) (c
 	return ctrl.Result{}, nil
 }
 
+func (r *SpaceReconciler) edgeChanges() <-chan event.GenericEvent {
+	if r.EdgeChanges == nil {
+		return make(chan event.GenericEvent) // never fires
+	}
+	return r.EdgeChanges
+}
+
 // SetupWithManager registers the reconciler; a Channel change requeues its Space.
 func (r *SpaceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
@@ -117,6 +142,7 @@ func (r *SpaceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ch.Namespace, Name: ch.Spec.Space}}}
 		})).
+		WatchesRawSource(source.Channel(r.edgeChanges(), &handler.EnqueueRequestForObject{})).
 		Named("space").
 		Complete(r)
 }

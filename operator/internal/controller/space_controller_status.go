@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	conflux "conflux.dev/operator/api/v1alpha1"
@@ -17,12 +18,35 @@ func updateSpaceStatus(s *spaceScope) {
 	}
 	setSpaceServiceReadyCondition(s)
 	setSpaceServerReadyCondition(s)
+	setSpaceExposedCondition(s)
 	deleting := !sp.DeletionTimestamp.IsZero()
 	setReadySummary(&sp.Status.Conditions, sp.Generation, deleting,
 		fmt.Sprintf("%s: waiting for channels %v", conflux.ReasonChannelsRemaining, s.channels), s.err,
 		conflux.SpaceServiceReadyCondition, conflux.SpaceServerReadyCondition)
 	if s.err == nil && !deleting {
 		sp.Status.ObservedGeneration = sp.Generation
+	}
+}
+
+func setSpaceExposedCondition(s *spaceScope) {
+	sp := s.space
+	conds := &sp.Status.Conditions
+	x := sp.Spec.Exposure
+	switch {
+	case x == nil || !x.Enabled:
+		meta.RemoveStatusCondition(conds, conflux.SpaceExposedCondition)
+	case !s.edgeOn:
+		setCondition(conds, sp.Generation, conflux.SpaceExposedCondition, metav1.ConditionFalse, conflux.ReasonEdgeDisabled,
+			"the operator does not run the edge (--edge-xds-bind-address; chart value edge.enabled)")
+	case s.exposed:
+		setCondition(conds, sp.Generation, conflux.SpaceExposedCondition, metav1.ConditionTrue, conflux.ReasonReconciled,
+			fmt.Sprintf("the edge routes TLS for %q to this Space", x.SNIHost))
+	case s.exposureHolder != "":
+		setCondition(conds, sp.Generation, conflux.SpaceExposedCondition, metav1.ConditionFalse, conflux.ReasonSNIConflict,
+			fmt.Sprintf("sniHost %q is held by Space %s", x.SNIHost, s.exposureHolder))
+	default:
+		setCondition(conds, sp.Generation, conflux.SpaceExposedCondition, metav1.ConditionFalse, conflux.ReasonEdgePending,
+			"waiting for the edge to serve it")
 	}
 }
 

@@ -64,6 +64,38 @@ func TestUpdateSpaceStatusObservedGeneration(t *testing.T) {
 	g.Expect(s.space.Status.Endpoint).To(Equal("a.n.svc:7400"))
 }
 
+func TestSetSpaceExposedCondition(t *testing.T) {
+	g := NewWithT(t)
+	exposed := &conflux.SpaceExposure{Enabled: true, SNIHost: "s.example.org"}
+	for _, c := range []struct {
+		name     string
+		exposure *conflux.SpaceExposure
+		scope    spaceScope
+		want     string // reason; "" = no condition
+		status   metav1.ConditionStatus
+	}{
+		{"not exposed", nil, spaceScope{edgeOn: true}, "", ""},
+		{"exposure off", &conflux.SpaceExposure{SNIHost: "s.example.org"}, spaceScope{edgeOn: true}, "", ""},
+		{"no edge", exposed, spaceScope{}, conflux.ReasonEdgeDisabled, metav1.ConditionFalse},
+		{"served", exposed, spaceScope{edgeOn: true, edgeBuilt: true, exposed: true}, conflux.ReasonReconciled, metav1.ConditionTrue},
+		{"conflict", exposed, spaceScope{edgeOn: true, edgeBuilt: true, exposureHolder: "a/b"}, conflux.ReasonSNIConflict, metav1.ConditionFalse},
+		{"not built yet", exposed, spaceScope{edgeOn: true}, conflux.ReasonEdgePending, metav1.ConditionFalse},
+	} {
+		s := c.scope
+		s.space = &conflux.Space{Spec: conflux.SpaceSpec{Exposure: c.exposure}}
+		s.space.Status.Conditions = []metav1.Condition{{Type: conflux.SpaceExposedCondition, Status: metav1.ConditionTrue, Reason: "Old"}}
+		setSpaceExposedCondition(&s)
+		got := meta.FindStatusCondition(s.space.Status.Conditions, conflux.SpaceExposedCondition)
+		if c.want == "" {
+			g.Expect(got).To(BeNil(), c.name)
+			continue
+		}
+		g.Expect(got).NotTo(BeNil(), c.name)
+		g.Expect(got.Reason).To(Equal(c.want), c.name)
+		g.Expect(got.Status).To(Equal(c.status), c.name)
+	}
+}
+
 func TestSetReadySummary(t *testing.T) {
 	cond := func(typ string, st metav1.ConditionStatus, reason string) metav1.Condition {
 		return metav1.Condition{Type: typ, Status: st, Reason: reason}

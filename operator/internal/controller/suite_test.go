@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	conflux "conflux.dev/operator/api/v1alpha1"
+	"conflux.dev/operator/internal/edge"
 	"conflux.dev/operator/internal/spaceclient"
 )
 
@@ -33,14 +34,20 @@ var (
 	testEnv    *envtest.Environment
 	k8sClient  client.Client
 	fakeSpaces = spaceclient.NewFake()
+	// testEdge serves the edge's xDS on a free loopback port (edge_test.go is its client).
+	testEdge   = &edge.Server{Addr: "127.0.0.1:0", NodeID: testEdgeNode, Options: edge.Options{ListenPort: 10000, ClusterDomain: "cluster.local"}}
 	testScheme = runtime.NewScheme()
 	nsCounter  atomic.Int32
 )
 
 const (
 	testImage = "conflux/confluxd:test"
-	timeout   = 20 * time.Second
-	interval  = 100 * time.Millisecond
+	// testEdgeNode is the node id the test's xDS client presents.
+	testEdgeNode = "test-edge"
+	// testStatsInterval: how often registered Channels re-read their stats in the suite.
+	testStatsInterval = time.Second
+	timeout           = 20 * time.Second
+	interval          = 100 * time.Millisecond
 )
 
 func TestMain(m *testing.M) {
@@ -88,7 +95,8 @@ func runSuite(m *testing.M) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := SetupAll(ctx, mgr, testImage, fakeSpaces, true); err != nil {
+	if err := SetupAll(ctx, mgr, Config{Image: testImage, Spaces: fakeSpaces, Webhooks: true,
+		StatsInterval: testStatsInterval, Edge: testEdge}); err != nil {
 		panic(err)
 	}
 	done := make(chan error, 1)

@@ -113,6 +113,9 @@ func TestWorkflowPlacementInFabric(t *testing.T) {
 			g.Expect(sc.SecurityContext.Capabilities.Add).To(ContainElement(corev1.Capability("IPC_LOCK")))
 			g.Expect(sc.Env).To(ContainElement(corev1.EnvVar{Name: "UCX_TLS", Value: "rc,sm,self"}))
 			g.Expect(sc.Args).To(ContainElement("--transport=rdma"))
+			// the network-status file and the device resource, accepted by the API server
+			g.Expect(sc.Env).To(ContainElement(corev1.EnvVar{Name: placement.EnvDeviceResource, Value: "rdma/hca_shared"}))
+			g.Expect(tpl.Spec.Volumes).To(ContainElement(HaveField("Name", placement.PodInfoVolume)))
 		}
 		ana := getDeployment(g, ns, "wf-ana")
 		g.Expect(ana.Spec.Template.Spec.TopologySpreadConstraints).To(HaveLen(1))

@@ -16,6 +16,22 @@ import (
 // HugepagesVolume is the volume name of the hugepages mount added on fabrics that ask for it.
 const HugepagesVolume = "conflux-hugepages"
 
+// How the sidecar learns its fast device (the issue's "PCIDEVICE_* and the network-status
+// annotation"): the device plugin sets PCIDEVICE_<RESOURCE> (the resource name upper-cased,
+// every non-alphanumeric character an underscore) in the sidecar, which requests the
+// resource; CONFLUX_DEVICE_RESOURCE names that resource. Multus writes the pod's
+// network-status annotation (interfaces, IPs, MACs, device-info) once the pod is set up;
+// a downward-API volume puts it in the file CONFLUX_NETWORK_STATUS names (a file, not an
+// environment variable, because it may be written after the containers are created).
+const (
+	PodInfoVolume        = "conflux-podinfo"
+	PodInfoPath          = "/etc/conflux/podinfo"
+	NetworkStatusFile    = "network-status"
+	NetworkStatusAnno    = "k8s.v1.cni.cncf.io/network-status"
+	EnvNetworkStatusFile = "CONFLUX_NETWORK_STATUS"
+	EnvDeviceResource    = "CONFLUX_DEVICE_RESOURCE"
+)
+
 // ApplyFabric places the pod template in fabric f: required node affinity from the fabric's
 // nodeSelector, the Multus network annotation, and on the sidecar (which must already be
 // injected) the device-plugin resource, IPC_LOCK, hugepages and the transport settings.
@@ -48,6 +64,10 @@ func ApplyFabric(tpl *corev1.PodTemplateSpec, f *conflux.Fabric) {
 		one := resource.MustParse("1")
 		sc.Resources.Requests[corev1.ResourceName(rn)] = one
 		sc.Resources.Limits[corev1.ResourceName(rn)] = one
+		setEnv(sc, EnvDeviceResource, rn)
+	}
+	if f.Spec.NetworkAttachment != "" {
+		addNetworkStatusVolume(spec, sc)
 	}
 	if sc.SecurityContext == nil {
 		sc.SecurityContext = &corev1.SecurityContext{}
@@ -96,6 +116,23 @@ func ApplyFabric(tpl *corev1.PodTemplateSpec, f *conflux.Fabric) {
 			}
 		}
 	}
+}
+
+// addNetworkStatusVolume mounts the pod's network-status annotation into the sidecar
+// (once, however often the fabric is applied).
+func addNetworkStatusVolume(spec *corev1.PodSpec, sc *corev1.Container) {
+	for _, v := range spec.Volumes {
+		if v.Name == PodInfoVolume {
+			return
+		}
+	}
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: PodInfoVolume, VolumeSource: corev1.VolumeSource{
+		DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{{
+			Path:     NetworkStatusFile,
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['" + NetworkStatusAnno + "']"},
+		}}}}})
+	sc.VolumeMounts = append(sc.VolumeMounts, corev1.VolumeMount{Name: PodInfoVolume, MountPath: PodInfoPath, ReadOnly: true})
+	setEnv(sc, EnvNetworkStatusFile, PodInfoPath+"/"+NetworkStatusFile)
 }
 
 // ApplyHints adds the spread and colocation hints: spread puts at most one more replica on a

@@ -169,4 +169,16 @@ func TestApplyFabric(t *testing.T) {
 		}
 	}
 	g.Expect(vols).To(Equal(1))
+	// the device: which resource's PCIDEVICE_* to read, and the network-status file
+	g.Expect(sc.Env).To(ContainElements(corev1.EnvVar{Name: EnvDeviceResource, Value: "intel.com/sriov"},
+		corev1.EnvVar{Name: EnvNetworkStatusFile, Value: "/etc/conflux/podinfo/network-status"}))
+	info := 0
+	for _, v := range tpl.Spec.Volumes {
+		if v.Name == PodInfoVolume {
+			info++
+			g.Expect(v.DownwardAPI.Items[0].FieldRef.FieldPath).To(Equal("metadata.annotations['k8s.v1.cni.cncf.io/network-status']"))
+		}
+	}
+	g.Expect(info).To(Equal(1))
+	g.Expect(sc.VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: PodInfoVolume, MountPath: PodInfoPath, ReadOnly: true}))
 }

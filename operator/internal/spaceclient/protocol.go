@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"syscall"
 )
 
@@ -34,7 +35,11 @@ const (
 	opGet    = 2
 	opPut    = 3
 	opUnlink = 6
+	opStats  = 11
 )
+
+// maxLinks is CX_SP_MAX_LINKS: the most transports a STATS reply lists.
+const maxLinks = 8
 
 // maxReply bounds a reply the operator accepts (a LIST of a large space stays far below).
 const maxReply = 64 << 20
@@ -181,6 +186,27 @@ func (d *decoder) pipe() pipeInfo {
 		p.Addrs = append(p.Addrs, d.str("address"))
 	}
 	return p
+}
+
+// statsInfo is the STATS result after the pipe (struct cx_sp_stats).
+type statsInfo struct {
+	Readers         uint32
+	Bytes, Segments uint64
+	Links           []Link
+}
+
+func (d *decoder) stats() statsInfo {
+	st := statsInfo{Readers: d.u32("readers"), Bytes: d.u64("bytes"), Segments: d.u64("segments")}
+	n := d.u16("link count")
+	if n > maxLinks && d.err == nil {
+		d.err = fmt.Errorf("STATS reply with %d transports (at most %d)", n, maxLinks)
+	}
+	for i := 0; i < int(n) && d.err == nil; i++ {
+		l := Link{Transport: d.str("link transport")}
+		l.Count = int32(min(d.u32("link uses"), math.MaxInt32))
+		st.Links = append(st.Links, l)
+	}
+	return st
 }
 
 // ServerError is a request the space server refused: its errno and its message.

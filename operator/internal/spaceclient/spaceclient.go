@@ -5,8 +5,13 @@ package spaceclient
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
+
+// ErrStatsUnsupported is wrapped by Stats when the space server predates the STATS
+// request: the stats returned with it have writers and segments only.
+var ErrStatsUnsupported = errors.New("the space server does not report readers, bytes or links (it predates the STATS request)")
 
 // ChannelRef identifies a channel in a space server.
 type ChannelRef struct {
@@ -41,7 +46,8 @@ type SpaceClient interface {
 	RegisterChannel(ctx context.Context, ref ChannelRef) error
 	// UnlinkChannel removes the channel and its stored segments; nil if it does not exist.
 	UnlinkChannel(ctx context.Context, ref ChannelRef) error
-	// Stats reports the channel's writers, readers, segments, bytes and links.
+	// Stats reports the channel's writers, readers, segments, bytes and links. An error
+	// wrapping ErrStatsUnsupported comes with the stats the server could give.
 	Stats(ctx context.Context, ref ChannelRef) (ChannelStats, error)
 }
 
@@ -62,11 +68,14 @@ type Fake struct {
 	StatsByKey map[string]ChannelStats
 	// RegisterErr, when set, is returned by RegisterChannel.
 	RegisterErr error
+	// StatsErrByKey: the error Stats returns for a key (with the key's stats).
+	StatsErrByKey map[string]error
 }
 
 // NewFake returns an empty Fake.
 func NewFake() *Fake {
-	return &Fake{Registered: map[string]bool{}, Unlinked: map[string]int{}, StatsByKey: map[string]ChannelStats{}}
+	return &Fake{Registered: map[string]bool{}, Unlinked: map[string]int{}, StatsByKey: map[string]ChannelStats{},
+		StatsErrByKey: map[string]error{}}
 }
 
 func (f *Fake) RegisterChannel(_ context.Context, ref ChannelRef) error {
@@ -90,7 +99,14 @@ func (f *Fake) UnlinkChannel(_ context.Context, ref ChannelRef) error {
 func (f *Fake) Stats(_ context.Context, ref ChannelRef) (ChannelStats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.StatsByKey[ref.Key()], nil
+	return f.StatsByKey[ref.Key()], f.StatsErrByKey[ref.Key()]
+}
+
+// SetStatsErr sets the error Stats returns for key (nil: none).
+func (f *Fake) SetStatsErr(key string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.StatsErrByKey[key] = err
 }
 
 // IsRegistered reports whether key (namespace/space/channel) is registered.

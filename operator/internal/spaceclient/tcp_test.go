@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -64,12 +65,38 @@ func TestTCPRegisterStatsUnlink(t *testing.T) {
 		t.Fatalf("stats of a new channel: %+v, %v", st, err)
 	}
 
+	if st.Readers != 0 || st.Bytes != 0 || len(st.Links) != 0 {
+		t.Fatalf("stats of a new channel: %+v", st)
+	}
+
 	// a writer appends 5 segments and stays connected: the stats must show both
 	w := writePipe(t, addr, "results", 5)
 	defer w.Close()
 	st, err = c.Stats(ctx, ref)
 	if err != nil || st.Writers != 1 || st.Segments != 5 {
 		t.Fatalf("stats with a writer of 5 segments: %+v, %v", st, err)
+	}
+	// 5 one-byte segments, each a 40-byte record header + 1 byte on disk
+	if st.Bytes != 5*41 || st.Readers != 0 || !equalLinks(st.Links, []Link{{"tcp", 1}}) {
+		t.Fatalf("stats with a writer: bytes %d (want 205), readers %d, links %+v (want tcp 1)", st.Bytes, st.Readers, st.Links)
+	}
+
+	// a reader registers an shm address (the writer's direct link) and streams from the
+	// space over TCP
+	r := readPipe(t, addr, "results", "shm://node-a/reader")
+	st, err = c.Stats(ctx, ref)
+	if err != nil || st.Readers != 1 || !equalLinks(st.Links, []Link{{"tcp", 2}, {"shm", 1}}) {
+		t.Fatalf("stats with a writer and a reader: %+v, %v (want 1 reader, tcp 2, shm 1)", st, err)
+	}
+	r.Close()
+	if err := eventually(func() error {
+		st, err := c.Stats(ctx, ref)
+		if err == nil && (st.Readers != 0 || !equalLinks(st.Links, []Link{{"tcp", 1}})) {
+			err = fmt.Errorf("after the reader left: %+v", st)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 	var se *ServerError
 	if err := c.UnlinkChannel(ctx, ref); !errors.As(err, &se) || se.Errno != syscall.EBUSY ||
@@ -185,4 +212,111 @@ func eventually(f func() error) error {
 		}
 	}
 	return err
+}
+
+// readPipe registers readerAddr for name (GET) and opens a READ stream of it from the
+// first segment, on one connection; it returns once both replies came.
+func readPipe(t *testing.T, addr, name, readerAddr string) net.Conn {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	get := &encoder{}
+	get.u8(opGet)
+	get.str(name)
+	get.u64(0)
+	get.str(readerAddr)
+	read := &encoder{}
+	read.u8(4) // CX_SP_READ
+	read.u32(9)
+	read.str(name)
+	read.u64(0)
+	for i, req := range [][]byte{get.b, read.b} {
+		h := frameHeader{Type: frameLookup, Seq: uint64(i + 1), Length: uint32(len(req))}
+		if _, err := conn.Write(append(h.encode(), req...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	br := bufio.NewReader(conn)
+	for replies := 0; replies < 2; {
+		fh, payload, err := readFrame(br)
+		if err != nil {
+			t.Fatalf("reader waiting for its replies: %v", err)
+		}
+		if fh.Type == frameLookup && fh.Flags&flagReply != 0 && (fh.Seq == 1 || fh.Seq == 2) {
+			op := uint8(opGet)
+			if fh.Seq == 2 {
+				op = 4
+			}
+			if _, err := decodeReplyHead(payload, op, "reader"); err != nil {
+				t.Fatalf("reader refused: %v", err)
+			}
+			replies++
+		}
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return conn
+}
+
+// equalLinks compares link counts regardless of order.
+func equalLinks(got, want []Link) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	m := map[string]int32{}
+	for _, l := range got {
+		m[l.Transport] = l.Count
+	}
+	for _, l := range want {
+		if c, ok := m[l.Transport]; !ok || c != l.Count {
+			return false
+		}
+	}
+	return true
+}
+
+// An older space server refuses STATS as an unknown op. The real server's refusal of an op
+// it does not know must be recognised, and the LOOKUP fallback must give writers and
+// segments with an error wrapping ErrStatsUnsupported.
+func TestTCPStatsFromAServerWithoutStats(t *testing.T) {
+	addr := startSpace(t)
+	ctx := context.Background()
+	c := NewTCP()
+	payload, err := c.call(ctx, addr, []byte{200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = decodeReplyHead(payload, 200, "op 200")
+	if !isUnknownOp(err) {
+		t.Fatalf("the server's answer to an unknown op is not recognised as one: %v", err)
+	}
+	ref := ChannelRef{Endpoint: addr, Channel: "old"}
+	if err := c.RegisterChannel(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	w := writePipe(t, addr, "old", 3)
+	defer w.Close()
+	st, err := c.lookupStats(ctx, ref, err)
+	if !errors.Is(err, ErrStatsUnsupported) || !strings.Contains(err.Error(), "unknown space request op 200") {
+		t.Fatalf("fallback error: %v", err)
+	}
+	if st.Writers != 1 || st.Segments != 3 || st.Readers != 0 || st.Bytes != 0 {
+		t.Fatalf("fallback stats: %+v (want 1 writer, 3 segments, nothing else)", st)
+	}
+}
+
+// A reply with a link count over CX_SP_MAX_LINKS is refused, not trusted.
+func TestStatsDecoderRefusesTooManyLinks(t *testing.T) {
+	e := &encoder{}
+	e.u32(1)
+	e.u64(2)
+	e.u64(3)
+	e.b = append(e.b, maxLinks+1, 0)
+	d := &decoder{b: e.b}
+	d.stats()
+	if d.err == nil || !strings.Contains(d.err.Error(), "transports") {
+		t.Fatalf("want a refusal, got %v", d.err)
+	}
 }

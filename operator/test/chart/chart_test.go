@@ -7,6 +7,7 @@ package chart
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +18,10 @@ import (
 	"testing"
 	"time"
 
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3" // the bootstrap's typed options
 	. "github.com/onsi/gomega"
+	"google.golang.org/protobuf/encoding/protojson"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -34,6 +39,7 @@ var (
 	root      = filepath.Join("..", "..", "..")
 	chartDir  = filepath.Join(root, "charts", "conflux")
 	k8sClient client.Client
+	restCfg   *rest.Config
 )
 
 const namespace = "conflux-system"
@@ -54,6 +60,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
+	restCfg = cfg
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = apiextensionsv1.AddToScheme(scheme)
@@ -212,4 +219,89 @@ func TestChartCRDsMatchGenerated(t *testing.T) {
 		g.Expect(yaml.Unmarshal([]byte(strings.TrimPrefix(string(b), "---\n")), &u.Object)).To(Succeed())
 		g.Expect(rendered).To(HaveKeyWithValue(u.GetName(), u.Object["spec"]), "chart copy of %s is stale: run make -C operator generate", f)
 	}
+}
+
+// The edge's bootstrap must point Envoy at the operator's xDS port under the node id the
+// operator serves, and be a valid Envoy bootstrap (the v3 Bootstrap message and its rules).
+func TestEdgeBootstrapPointsAtTheOperatorsXDS(t *testing.T) {
+	g := NewWithT(t)
+	objs, err := render(t, "--set", "edge.enabled=true", "--set", "edge.xdsPort=18555",
+		"--set", "edge.nodeID=edge-a", "--set", "edge.clusterDomain=example.test", "--set", "edge.listenPort=8443")
+	g.Expect(err).NotTo(HaveOccurred())
+	byName := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		byName[o.GetKind()+"/"+o.GetName()] = o
+	}
+	cm := byName["ConfigMap/conflux-edge-bootstrap"]
+	g.Expect(cm).NotTo(BeNil(), "rendered: %v", kinds(objs))
+	raw, _, _ := unstructured.NestedString(cm.Object, "data", "bootstrap.yaml")
+	js, err := yaml.YAMLToJSON([]byte(raw))
+	g.Expect(err).NotTo(HaveOccurred())
+	var boot bootstrapv3.Bootstrap
+	g.Expect(protojson.Unmarshal(js, &boot)).To(Succeed())
+	g.Expect(boot.ValidateAll()).To(Succeed())
+	g.Expect(boot.GetNode().GetId()).To(Equal("edge-a"))
+	xds := boot.GetStaticResources().GetClusters()[0]
+	sa := xds.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
+	g.Expect(sa.GetAddress()).To(Equal("conflux." + namespace + ".svc.example.test"))
+	g.Expect(sa.GetPortValue()).To(Equal(uint32(18555)))
+	g.Expect(boot.GetDynamicResources().GetAdsConfig().GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName()).To(Equal(xds.GetName()))
+
+	// the operator serves xDS there, for that node, and its Service exposes the port
+	var args []string
+	cs, _, _ := unstructured.NestedSlice(byName["Deployment/conflux"].Object, "spec", "template", "spec", "containers")
+	for _, a := range cs[0].(map[string]any)["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	g.Expect(args).To(ContainElements("--edge-xds-bind-address=:18555", "--edge-node-id=edge-a",
+		"--edge-listen-port=8443", "--cluster-domain=example.test"))
+	ports, _, _ := unstructured.NestedSlice(byName["Service/conflux"].Object, "spec", "ports")
+	g.Expect(ports).To(ContainElement(HaveKeyWithValue("port", BeNumerically("==", 18555))))
+	edgePorts, _, _ := unstructured.NestedSlice(byName["Deployment/conflux-edge"].Object, "spec", "template", "spec", "containers")
+	g.Expect(edgePorts[0].(map[string]any)["ports"]).To(ContainElement(HaveKeyWithValue("containerPort", BeNumerically("==", 8443))))
+
+	// without the edge, the operator serves no xDS
+	objs, err = render(t)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, o := range objs {
+		g.Expect(o.GetName()).NotTo(HavePrefix("conflux-edge"))
+	}
+}
+
+// The device-plugin configuration in each plugin's own format, from the same values.
+func TestDevicePluginConfigFormats(t *testing.T) {
+	g := NewWithT(t)
+	set := []string{"--set", "devicePlugin.enabled=true", "--set", "devicePlugin.resources[0].resourceName=hca",
+		"--set", "devicePlugin.resources[0].vendors={15b3}", "--set-string", "devicePlugin.resources[0].devices={1017}",
+		"--set", "devicePlugin.resources[0].pfNames={ens1f0}", "--set", "devicePlugin.resources[0].isRdma=true"}
+	config := func(extra ...string) map[string]any {
+		objs, err := render(t, append(set, extra...)...)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, o := range objs {
+			if o.GetKind() == "ConfigMap" && o.GetName() == "sriovdp-config" {
+				raw, _, _ := unstructured.NestedString(o.Object, "data", "config.json")
+				var m map[string]any
+				g.Expect(json.Unmarshal([]byte(raw), &m)).To(Succeed(), raw)
+				return m
+			}
+		}
+		t.Fatalf("no device plugin ConfigMap in %v", kinds(objs))
+		return nil
+	}
+	sriov := config()
+	g.Expect(sriov).To(HaveKey("resourceList"))
+	r := sriov["resourceList"].([]any)[0].(map[string]any)
+	g.Expect(r).To(HaveKeyWithValue("resourceName", "hca"))
+	g.Expect(r["selectors"]).To(Equal(map[string]any{"vendors": []any{"15b3"}, "devices": []any{"1017"},
+		"pfNames": []any{"ens1f0"}, "isRdma": true}))
+
+	shared := config("--set", "devicePlugin.kind=rdmaShared", "--set", "devicePlugin.resources[0].rdmaHcaMax=64")
+	g.Expect(shared).To(HaveKeyWithValue("periodicUpdateInterval", BeNumerically("==", 300)))
+	r = shared["configList"].([]any)[0].(map[string]any)
+	g.Expect(r).To(HaveKeyWithValue("rdmaHcaMax", BeNumerically("==", 64)))
+	g.Expect(r["selectors"]).To(Equal(map[string]any{"vendors": []any{"15b3"}, "deviceIDs": []any{"1017"},
+		"ifNames": []any{"ens1f0"}}))
+
+	_, err := render(t, append(set, "--set", "devicePlugin.kind=other")...)
+	g.Expect(err).To(MatchError(ContainSubstring("kind")))
 }
