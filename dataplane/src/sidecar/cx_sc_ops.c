@@ -9,6 +9,7 @@
 #include "format/cx_format_registry.h"
 #include "pipe/cx_pipe.h"
 #include "sidecar/cx_sc_log.h"
+#include "space/cx_space_client.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -100,6 +101,26 @@ static void close_handle(struct sc_handle *h)
     }
 }
 
+/* Closes the sinks and sources an application added to its channel handle `chan`. */
+static void close_children(struct cx_sidecar *sc, uint64_t session, int64_t chan)
+{
+    for (;;) {
+        struct sc_handle h = {0};
+        pthread_mutex_lock(&sc->mu);
+        for (size_t i = 0; i < sc->nh; i++)
+            if ((sc->h[i].kind == H_SINK || sc->h[i].kind == H_SOURCE) && sc->h[i].session == session &&
+                sc->h[i].parent == chan) {
+                h = sc->h[i];
+                memset(&sc->h[i], 0, sizeof sc->h[i]);
+                break;
+            }
+        pthread_mutex_unlock(&sc->mu);
+        if (h.kind == H_FREE)
+            return;
+        close_handle(&h);
+    }
+}
+
 void cx__sc_session_close_all(struct cx_sidecar *sc, uint64_t id)
 {
     /* in dependency order: sinks and sources before their channels, pipes before spaces */
@@ -158,6 +179,39 @@ static int bulk_out(struct sc_conn *c, struct cx_sc_rep *rep, const void *p, siz
     memcpy(dst, p, len);
     cx_sc_ring_commit(&c->out);
     rep->bulk = 1;
+    return 0;
+}
+
+/* Publishes f to the format service of the space at addr once per (space, format), so a
+ * reader anywhere can convert what this pod writes (pi_write itself does not). */
+static int publish_format(const char *addr, const struct cx_format *f)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static struct { uint64_t token; char addr[128]; } done[256];
+    static size_t ndone;
+    uint64_t t = cx_format_token(f);
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < ndone; i++)
+        if (done[i].token == t && strcmp(done[i].addr, addr) == 0) {
+            pthread_mutex_unlock(&mu);
+            return 0;
+        }
+    pthread_mutex_unlock(&mu);
+    struct cx_space_client *cl;
+    int rc = cx_space_connect(addr, &cl);
+    if (rc == 0) {
+        rc = cx_space_format_put(cl, f, NULL);
+        cx_space_disconnect(cl);
+    }
+    if (rc < 0)
+        return cx_err_wrap(rc, "publishing format '%s' to %s", cx_format_name(f), addr);
+    pthread_mutex_lock(&mu);
+    if (ndone < sizeof done / sizeof done[0]) {
+        done[ndone].token = t;
+        snprintf(done[ndone].addr, sizeof done[ndone].addr, "%s", addr);
+        ndone++;
+    }
+    pthread_mutex_unlock(&mu);
     return 0;
 }
 
@@ -265,6 +319,7 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
             return pi_rc(-1);
         h.kind = q->op == CX_SC_PI_CREATE ? H_WRITER : H_READER;
         snprintf(h.name, sizeof h.name, "%.127s", q->s);
+        memcpy(h.space, sp.name, sizeof h.space);
         int64_t id = h_add(sc, &h);
         if (id < 0)
             close_handle(&h);
@@ -277,6 +332,8 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
             return rc;
         if (blen != (f ? (size_t)q->a[1] * cx_format_size(f) : (size_t)q->a[1]))
             return cx_err_set(EPROTO, "segment of %zu bytes for a length of %lld", blen, (long long)q->a[1]);
+        if (f && (rc = publish_format(h.space, f)) < 0)
+            return rc;
         errno = 0;
         if ((n = pi_write(h.d, bulk ? bulk : "", (size_t)q->a[1], f)) < 0)
             return pi_rc(n);
@@ -378,6 +435,7 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
     case CX_SC_CHAN_CLOSE:
         if ((rc = h_del(c, q->a[0], H_CHAN, &h)) < 0)
             return rc;
+        close_children(sc, c->sess->id, q->a[0]);
         cx_chan_close(h.ch);
         return 0;
     case CX_SC_SOURCE: {
@@ -390,6 +448,7 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
             return rc;
         h.kind = H_SOURCE;
         h.fmt = f;
+        h.parent = q->a[0];
         snprintf(h.name, sizeof h.name, "%s", ch.name);
         int64_t id = h_add(sc, &h);
         if (id < 0) {
@@ -437,6 +496,7 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
         k->sess = c->sess;
         h.kind = H_SINK;
         h.sink = k;
+        h.parent = q->a[0];
         snprintf(h.name, sizeof h.name, "%s", ch.name);
         int64_t id = h_add(sc, &h); /* first: the handler names it */
         if (id < 0) {

@@ -28,10 +28,12 @@ struct sc_handle {
     uint64_t session;
     int d;                        /* space or pipe descriptor */
     char name[128];               /* pipe name or channel id (metrics) */
+    char space[128];              /* writers: their space's address (format publishing) */
     struct cx_chan *ch;
     struct cx_chan_source *src;
     const struct cx_format *fmt;  /* source format */
     struct sc_sink *sink;
+    int64_t parent;               /* sources and sinks: their channel's handle */
     uint64_t segments, bytes;     /* pipes: moved through this handle */
 };
 
