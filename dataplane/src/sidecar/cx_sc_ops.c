@@ -226,11 +226,12 @@ static void on_sink_event(void *arg, const struct cx_chan_event *ev)
     const void *wire = ev->wire;
     size_t wlen = ev->wire_len;
     uint64_t token = ev->token;
-    if (!wire) { /* a local event delivered in place: encode it in the format it has */
-        if (!ev->data || !ev->format || cx_encode(ev->format, ev->data, &enc) < 0)
+    if (!wire) { /* a local event delivered in place, in the sink's format: encode it */
+        const struct cx_format *f = k->fmt ? k->fmt : ev->format;
+        if (!ev->data || !f || cx_encode(f, ev->data, &enc) < 0)
             return;
         wlen = enc.length;
-        token = cx_format_token(ev->format);
+        token = cx_format_token(f);
     }
     size_t flen = ev->from ? strlen(ev->from) : 0;
     size_t total = sizeof(struct cx_sc_event) + ((wlen + 7) & ~(size_t)7) + flen;
@@ -494,6 +495,7 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
         if (!k)
             return cx_err_set(ENOMEM, "sink");
         k->sess = c->sess;
+        k->fmt = f;
         h.kind = H_SINK;
         h.sink = k;
         h.parent = q->a[0];

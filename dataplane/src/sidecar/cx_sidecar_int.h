@@ -20,6 +20,7 @@ struct sc_sink {
     struct cx_chan_sink *k;
     struct sc_session *sess;
     uint64_t handle;
+    const struct cx_format *fmt;  /* the sink's format, NULL = untyped */
 };
 
 /* One entry of the handle table: what an application opened through the sidecar. */
