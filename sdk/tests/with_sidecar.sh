@@ -10,7 +10,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 confluxd=${CONFLUXD:-$here/../../dataplane/build/bin/confluxd}
 dir=$(mktemp -d /tmp/cxsdk-sidecar-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
-"$confluxd" --role=sidecar --socket="$dir/confluxd.sock" --http=127.0.0.1:0 --quiet \
+"$confluxd" --role=sidecar --socket="$dir/confluxd.sock" --http=127.0.0.1:0 \
+  --listen=tcp://127.0.0.1:0 --quiet \
   > "$dir/out" 2> "$dir/log" &
 pid=$!
 for _ in $(seq 100); do grep -q '^listening' "$dir/out" 2>/dev/null && break; sleep 0.1; done

@@ -9,6 +9,7 @@
 #include "format/cx_format_registry.h"
 #include "sidecar/cx_sc_proto.h"
 #include "sidecar/cx_sc_ring.h"
+#include "transport/cx_addr.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -32,8 +33,11 @@ struct conn {
     struct conn *next;
 };
 
+struct sc_chan;
+
 struct sc_ctx {
     char addr[128];
+    struct sc_chan *chans; /* closed with the context, as the embedded runtime does */
 };
 
 struct sc_chan {
@@ -41,6 +45,8 @@ struct sc_chan {
     char id[256];
     const struct cx_format *fmt;
     enum cx_chan_mode mode;
+    struct sc_ctx *ctx;
+    struct sc_chan *next;
 };
 
 struct sc_src {
@@ -552,7 +558,15 @@ int cx_sc_pi_reader_stats(int d, struct pi_reader_stats *out)
 
 int cx_sc_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **out)
 {
-    (void)o; /* the sidecar's runtime listens where the sidecar was told to */
+    /* the sidecar's runtime listens where the sidecar was told to; addresses given here
+     * are still checked, so a wrong one fails as it would embedded */
+    const char *addrs[2] = {o ? o->listen : NULL, o ? o->advertise : NULL};
+    for (int i = 0; i < 2; i++) {
+        const char *a = addrs[i], *hp = a ? strstr(a, "://") : NULL;
+        struct sockaddr_in sa;
+        if (a && (!hp || (strncmp(a, "shm://", 6) != 0 && cx_addr_inet(hp + 3, &sa) < 0)))
+            return cx_err_set(EINVAL, "channel runtime: bad %s address '%s'", i ? "advertise" : "listen", a);
+    }
     struct cx_sc_req q = {.op = CX_SC_CTX};
     struct cx_sc_rep rep;
     int64_t rc = call(&q, NULL, &rep);
@@ -571,18 +585,28 @@ const char *cx_sc_chan_ctx_addr(const struct cx_chan_ctx *ctx)
     return ((const struct sc_ctx *)ctx)->addr;
 }
 
-void cx_sc_chan_ctx_destroy(struct cx_chan_ctx *ctx)
+void cx_sc_chan_ctx_destroy(struct cx_chan_ctx *ctxp)
 {
-    /* the channels stay the application's to close (the sidecar closes what is left when
-     * the application goes) */
+    struct sc_ctx *ctx = (struct sc_ctx *)ctxp;
+    if (!ctx)
+        return;
+    while (ctx->chans)
+        cx_sc_chan_close((struct cx_chan *)ctx->chans);
     free(ctx);
 }
 
-static int chan_new(int64_t h, const char *id, const struct cx_format *f, int64_t mode, struct cx_chan **out)
+static int chan_new(struct cx_chan_ctx *ctxp, int64_t h, const char *id, const struct cx_format *f,
+                    int64_t mode, struct cx_chan **out)
 {
     struct sc_chan *ch = calloc(1, sizeof *ch);
     if (!ch)
         return cx_err_set(ENOMEM, "channel");
+    struct sc_ctx *ctx = (struct sc_ctx *)ctxp;
+    pthread_mutex_lock(&g.mu);
+    ch->ctx = ctx;
+    ch->next = ctx->chans;
+    ctx->chans = ch;
+    pthread_mutex_unlock(&g.mu);
     ch->h = h;
     snprintf(ch->id, sizeof ch->id, "%.255s", id);
     ch->fmt = f;
@@ -593,7 +617,6 @@ static int chan_new(int64_t h, const char *id, const struct cx_format *f, int64_
 
 int cx_sc_chan_create(struct cx_chan_ctx *ctx, const struct cx_chan_opts *o, struct cx_chan **out)
 {
-    (void)ctx;
     const struct cx_format *f = o ? o->format : NULL;
     int rc = ensure_format(f);
     if (rc < 0)
@@ -602,12 +625,11 @@ int cx_sc_chan_create(struct cx_chan_ctx *ctx, const struct cx_chan_opts *o, str
                           .a = {f ? (int64_t)cx_format_token(f) : 0, o ? o->mode : 0, o ? o->queue_limit : 0}};
     struct cx_sc_rep rep;
     int64_t r = call(&q, NULL, &rep);
-    return r < 0 ? (int)r : chan_new(rep.a[0], rep.s, f, rep.a[2], out);
+    return r < 0 ? (int)r : chan_new(ctx, rep.a[0], rep.s, f, rep.a[2], out);
 }
 
 int cx_sc_chan_open(struct cx_chan_ctx *ctx, const char *id, int timeout_ms, struct cx_chan **out)
 {
-    (void)ctx;
     if (!id)
         return cx_err_set(EINVAL, "channel id missing");
     struct cx_sc_req q = {.op = CX_SC_CHAN_OPEN, .a = {timeout_ms}};
@@ -619,7 +641,7 @@ int cx_sc_chan_open(struct cx_chan_ctx *ctx, const char *id, int timeout_ms, str
     const struct cx_format *f = NULL;
     if (rep.a[1] && !(f = cx_format_registry_lookup((uint64_t)rep.a[1])))
         return cx_err_wrap(-ENOENT, "channel format");
-    return chan_new(rep.a[0], rep.s, f, rep.a[2], out);
+    return chan_new(ctx, rep.a[0], rep.s, f, rep.a[2], out);
 }
 
 const char *cx_sc_chan_id(const struct cx_chan *ch) { return ((const struct sc_chan *)ch)->id; }
@@ -657,6 +679,13 @@ void cx_sc_chan_close(struct cx_chan *chp)
     struct cx_sc_rep rep;
     call(&q, NULL, &rep);
     forget_children(ch);
+    pthread_mutex_lock(&g.mu);
+    for (struct sc_chan **pp = &ch->ctx->chans; *pp; pp = &(*pp)->next)
+        if (*pp == ch) {
+            *pp = ch->next;
+            break;
+        }
+    pthread_mutex_unlock(&g.mu);
     free(ch);
 }
 
@@ -893,6 +922,18 @@ void cx_sc_chan_sink_close(struct cx_chan_sink *kp)
     struct cx_sc_req q = {.op = CX_SC_SINK_CLOSE, .a = {k->h}};
     struct cx_sc_rep rep;
     call(&q, NULL, &rep);
+    /* the sidecar writes no more events for it; those already in the ring are handled
+     * first (as the embedded runtime delivers what it has queued), unless this is a
+     * handler on the event thread itself */
+    pthread_mutex_lock(&g.mu);
+    struct conn *ev = g.ev;
+    int self = ev && pthread_equal(pthread_self(), g.ev_thr);
+    pthread_mutex_unlock(&g.mu);
+    if (ev && !self) {
+        uint64_t until = cx_sc_ring_tail(&ev->from_sc);
+        for (int i = 0; i < 50000 && cx_sc_ring_head(&ev->from_sc) < until; i++)
+            usleep(100);
+    }
     pthread_mutex_lock(&g.dispatch);
     pthread_mutex_lock(&g.mu);
     for (size_t i = 0; i < g.nsinks; i++)

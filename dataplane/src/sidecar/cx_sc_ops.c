@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 /* ---- the handle table ---- */
 
@@ -261,6 +262,27 @@ static void on_sink_event(void *arg, const struct cx_chan_event *ev)
     pthread_mutex_unlock(&s->ev_mu);
     sc->events_to_apps++;
     sc->event_bytes_to_apps += wlen;
+}
+
+/* The channel's counters, with its members counted as the applications see them: the
+ * channel runtime counts each process once, and this sidecar is one process for all the
+ * sources and sinks of its applications. */
+static void chan_stats(struct cx_sidecar *sc, struct cx_chan *ch, struct cx_chan_stats *st)
+{
+    cx_chan_stats(ch, st);
+    unsigned srcs = 0, snks = 0;
+    pthread_mutex_lock(&sc->mu);
+    for (size_t i = 0; i < sc->nh; i++) {
+        int64_t p = sc->h[i].parent;
+        if ((sc->h[i].kind == H_SOURCE || sc->h[i].kind == H_SINK) && p >= 1 && (size_t)p <= sc->nh &&
+            sc->h[p - 1].kind == H_CHAN && sc->h[p - 1].ch == ch)
+            *(sc->h[i].kind == H_SOURCE ? &srcs : &snks) += 1;
+    }
+    pthread_mutex_unlock(&sc->mu);
+    if (srcs && st->sources >= 1)
+        st->sources += srcs - 1;
+    if (snks && st->sinks >= 1)
+        st->sinks += snks - 1;
 }
 
 /* ---- the calls ---- */
@@ -518,11 +540,28 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
         rep->a[0] = id;
         return 0;
     }
-    case CX_SC_SINK_CLOSE:
+    case CX_SC_SINK_CLOSE: {
+        if ((rc = h_get(c, q->a[0], H_SINK, &h)) < 0)
+            return rc;
+        /* events already queued for this process's sinks are delivered first (for up to a
+         * second), as an application closing its sink after it saw an event expects of
+         * the sinks that event was queued for */
+        struct sc_handle ch;
+        if (h_get(c, h.parent, H_CHAN, &ch) == 0) {
+            struct cx_chan_stats st;
+            for (int i = 0; i < 1000; i++) {
+                cx_chan_stats(ch.ch, &st);
+                if (!st.queued)
+                    break;
+                struct timespec ts = {0, 1000000};
+                nanosleep(&ts, NULL);
+            }
+        }
         if ((rc = h_del(c, q->a[0], H_SINK, &h)) < 0)
             return rc;
         close_handle(&h);
         return 0;
+    }
     case CX_SC_SINK_ERROR: {
         if ((rc = h_get(c, q->a[0], H_SINK, &h)) < 0)
             return rc;
@@ -537,13 +576,26 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
         struct cx_chan_stats st;
         if ((rc = h_get(c, q->a[0], H_CHAN, &h)) < 0)
             return rc;
-        cx_chan_stats(h.ch, &st);
+        chan_stats(sc, h.ch, &st);
         return bulk_out(c, rep, &st, sizeof st);
     }
-    case CX_SC_WAIT_MEMBERS:
+    case CX_SC_WAIT_MEMBERS: {
         if ((rc = h_get(c, q->a[0], H_CHAN, &h)) < 0)
             return rc;
-        return cx_chan_wait_members(h.ch, (unsigned)q->a[1], (unsigned)q->a[2], (int)q->a[3]);
+        uint64_t deadline = cx__sc_now_ns() + (uint64_t)(q->a[3] < 0 ? 0 : q->a[3]) * 1000000u;
+        struct cx_chan_stats st;
+        for (;;) { /* the runtime counts the sidecar once: count its members one by one */
+            chan_stats(sc, h.ch, &st);
+            if (st.sources >= (uint64_t)q->a[1] && st.sinks >= (uint64_t)q->a[2])
+                return 0;
+            if (q->a[3] >= 0 && cx__sc_now_ns() >= deadline)
+                return cx_err_set(ETIMEDOUT, "channel %s: %u sources and %u sinks after %lld ms "
+                                  "(wanted %lld, %lld)", h.name, st.sources, st.sinks,
+                                  (long long)q->a[3], (long long)q->a[1], (long long)q->a[2]);
+            struct timespec ts = {0, 5000000};
+            nanosleep(&ts, NULL);
+        }
+    }
     default:
         return cx_err_set(EOPNOTSUPP, "unknown request %u", q->op);
     }

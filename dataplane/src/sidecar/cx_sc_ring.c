@@ -174,3 +174,6 @@ uint64_t cx_sc_ring_used(const struct cx_sc_ring *r)
 {
     return atomic_load(&r->h->tail) - atomic_load(&r->h->head);
 }
+
+uint64_t cx_sc_ring_tail(const struct cx_sc_ring *r) { return atomic_load(&r->h->tail); }
+uint64_t cx_sc_ring_head(const struct cx_sc_ring *r) { return atomic_load(&r->h->head); }

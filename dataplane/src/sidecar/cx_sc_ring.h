@@ -95,6 +95,11 @@ int cx_sc_ring_prepare_wait(struct cx_sc_ring *r);
 /* Consumer: clears the waiting flag (after waking up). */
 void cx_sc_ring_done_wait(struct cx_sc_ring *r);
 
+/* Positions (bytes since the start): published by the producer, released by the consumer.
+ * A record published at tail t has been consumed once head >= t. */
+uint64_t cx_sc_ring_tail(const struct cx_sc_ring *r);
+uint64_t cx_sc_ring_head(const struct cx_sc_ring *r);
+
 /* Bytes committed and not yet released (for metrics). */
 uint64_t cx_sc_ring_used(const struct cx_sc_ring *r);
 

@@ -72,7 +72,12 @@ def test_fanout_to_sinks_in_two_other_processes_and_a_local_one(ctx):
         assert res["formats"] == ["reading"]
     assert res_untyped["keys"] == ["energy", "id", "pos", "step"]  # the sender's fields
     st = ch.stats()
-    assert st["submitted"] == n and st["sent"] >= 2 * n and st["dropped"] == 0
+    assert st["submitted"] == n and st["dropped"] == 0
+    if os.environ.get("CONFLUX_SOCKET"):
+        # sidecar mode: one sidecar serves the three processes, their events never touch a link
+        assert st["sent"] == 0
+    else:
+        assert st["sent"] >= 2 * n
 
 
 def test_callback_sink_with_a_filter_run_at_the_source(ctx):
