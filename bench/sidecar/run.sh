@@ -45,7 +45,8 @@ for size in sorted({r["size"] for r in rows}):
     e = next(r for r in rows if r["size"] == size and r["mode"] == "embedded")
     s = next(r for r in rows if r["size"] == size and r["mode"] == "sidecar")
     for k, unit in (("pipe_write_MBps", "MB/s"), ("pipe_read_MBps", "MB/s"),
-                    ("submit_events_per_s", "events/s"), ("call_us", "µs")):
+                    ("submit_events_per_s", "events/s"),
+                    ("best_effort_events_per_s", "events/s"), ("call_us", "µs")):
         print(f"| {size} B | {k} ({unit}) | {e[k]:g} | {s[k]:g} | {s[k] / e[k]:.2f} |")
 PY
 cat "$out/sidecar.md"

@@ -53,6 +53,7 @@ struct sc_src {
     int64_t h;
     const struct cx_format *fmt;
     struct sc_chan *ch;
+    int stream; /* best-effort: submits stream into the events ring, no reply */
 };
 
 struct sc_snk {
@@ -66,6 +67,7 @@ struct sc_snk {
 static struct {
     pthread_mutex_t mu;        /* pool, tables */
     pthread_mutex_t dispatch;  /* recursive: held while a sink handler runs */
+    pthread_mutex_t sub;       /* the producer side of the events connection's ring 0 */
     int state;                 /* 0 unknown, 1 enabled, -1 disabled */
     pid_t pid;
     char path[108];
@@ -80,9 +82,11 @@ static struct {
     size_t nsrcs;
     uint64_t *tokens;
     size_t ntokens;
-} g = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .sub = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int events_start(void);
+static void flush_submits(void);
 static int fetch_from_sidecar(void *arg, uint64_t token, uint8_t **desc, size_t *len);
 
 static void conn_free(struct conn *c)
@@ -99,6 +103,7 @@ static void conn_free(struct conn *c)
 static void after_fork_child(void)
 {
     pthread_mutex_init(&g.mu, NULL);
+    pthread_mutex_init(&g.sub, NULL);
     pthread_mutexattr_t a;
     pthread_mutexattr_init(&a);
     pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
@@ -675,6 +680,7 @@ void cx_sc_chan_close(struct cx_chan *chp)
     struct sc_chan *ch = (struct sc_chan *)chp;
     if (!ch)
         return;
+    flush_submits();
     struct cx_sc_req q = {.op = CX_SC_CHAN_CLOSE, .a = {ch->h}};
     struct cx_sc_rep rep;
     call(&q, NULL, &rep);
@@ -719,8 +725,49 @@ int cx_sc_chan_source(struct cx_chan *chp, const struct cx_format *fmt, struct c
     s->h = rep.a[0];
     s->fmt = fmt;
     s->ch = ch;
+    s->stream = ch->mode == CX_CHAN_BEST_EFFORT && events_start() == 0;
     *out = (struct cx_chan_source *)s;
     return 0;
+}
+
+/* Waits until the sidecar has run every submit streamed so far. */
+static void flush_submits(void)
+{
+    pthread_mutex_lock(&g.mu);
+    struct conn *ev = g.ev;
+    pthread_mutex_unlock(&g.mu);
+    if (!ev)
+        return;
+    uint64_t until = cx_sc_ring_tail(&ev->to_sc);
+    for (int i = 0; i < 100000 && cx_sc_ring_head(&ev->to_sc) < until; i++)
+        usleep(100);
+}
+
+/* A submit to a best-effort channel: into the events connection's ring 0, no reply (the
+ * sidecar's cx_chan_submit cannot refuse it); waits only while the ring is full. */
+static int submit_stream(struct sc_src *s, const struct cx_enc *enc)
+{
+    struct conn *ev = g.ev;
+    int err = 0;
+    for (int spins = 0;; spins++) {
+        pthread_mutex_lock(&g.sub);
+        uint8_t *p = cx_sc_ring_claim(&ev->to_sc, CX_SC_REC_SUBMIT, sizeof(int64_t) + enc->length, &err);
+        if (p) {
+            memcpy(p, &s->h, sizeof(int64_t));
+            cx_enc_gather(enc, p + sizeof(int64_t), enc->length);
+            if (cx_sc_ring_commit(&ev->to_sc))
+                send(ev->fd, "s", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            pthread_mutex_unlock(&g.sub);
+            return 0;
+        }
+        pthread_mutex_unlock(&g.sub);
+        if (err != -EAGAIN)
+            return cx_err_set(-err, "event of %zu bytes is more than the sidecar's ring takes", enc->length);
+        if (spins > 10000000)
+            return cx_err_set(ETIMEDOUT, "the sidecar does not take events");
+        if (spins > 100)
+            usleep(50);
+    }
 }
 
 static void fill_enc(void *arg, void *dst, size_t len) { cx_enc_gather(arg, dst, len); }
@@ -732,6 +779,8 @@ int cx_sc_chan_submit_wait(struct cx_chan_source *sp, const void *event, int tim
     int rc = cx_encode(s->fmt, event, &enc);
     if (rc < 0)
         return rc;
+    if (s->stream)
+        return submit_stream(s, &enc);
     struct cx_sc_req q = {.op = CX_SC_SUBMIT, .a = {s->h, timeout_ms}};
     struct cx_sc_rep rep;
     struct bulk b = {.fill = fill_enc, .fill_arg = &enc, .len = enc.length};
@@ -758,6 +807,8 @@ void cx_sc_chan_source_close(struct cx_chan_source *sp)
     struct sc_src *s = (struct sc_src *)sp;
     if (!s)
         return;
+    if (s->stream)
+        flush_submits();
     struct cx_sc_req q = {.op = CX_SC_SOURCE_CLOSE, .a = {s->h}};
     struct cx_sc_rep rep;
     call(&q, NULL, &rep);
@@ -967,6 +1018,7 @@ void cx_sc_chan_stats(struct cx_chan *chp, struct cx_chan_stats *out)
 {
     struct sc_chan *ch = (struct sc_chan *)chp;
     memset(out, 0, sizeof *out);
+    flush_submits(); /* the counters include every submit made before */
     struct cx_sc_req q = {.op = CX_SC_CHAN_STATS, .a = {ch->h}};
     struct cx_sc_rep rep;
     struct bulk b = {.take = take_stats, .take_arg = out};

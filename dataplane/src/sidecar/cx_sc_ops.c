@@ -240,11 +240,22 @@ static void on_sink_event(void *arg, const struct cx_chan_event *ev)
     struct sc_conn *c = s->ev;
     if (c)
         sc = c->sc;
-    uint8_t *p = c ? cx_sc_ring_claim(&c->out, CX_SC_REC_EVENT, total, NULL) : NULL;
+    int err = 0;
+    uint8_t *p = c ? cx_sc_ring_claim(&c->out, CX_SC_REC_EVENT, total, &err) : NULL;
+    /* a full ring: the application is behind; wait for it (up to a second), which holds
+     * back this runtime's progress as a slow embedded sink would */
+    for (int i = 0; !p && c && err == -EAGAIN && i < 20000; i++) {
+        pthread_mutex_unlock(&s->ev_mu);
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&s->ev_mu);
+        if ((c = s->ev))
+            p = cx_sc_ring_claim(&c->out, CX_SC_REC_EVENT, total, &err);
+    }
     if (!p) {
         pthread_mutex_unlock(&s->ev_mu);
-        if (c)
-            sc->event_drops++; /* the application is not reading: its ring is full */
+        if (sc)
+            sc->event_drops++; /* the application is not reading: its ring stayed full */
         return;
     }
     struct cx_sc_event h = {.sink = k->handle, .seq = ev->seq, .token = token,
@@ -599,6 +610,46 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
     default:
         return cx_err_set(EOPNOTSUPP, "unknown request %u", q->op);
     }
+}
+
+void cx__sc_submit_async(struct sc_conn *c, const void *rec, size_t len)
+{
+    struct cx_sidecar *sc = c->sc;
+    struct sc_handle h;
+    int64_t id;
+    size_t need = 0;
+    void *ev;
+    uint64_t stack[64];
+    if (len < sizeof id)
+        return;
+    memcpy(&id, rec, sizeof id);
+    uint8_t *wire = (uint8_t *)rec + sizeof id;
+    size_t wlen = len - sizeof id;
+    uint64_t t0 = cx__sc_now_ns();
+    int rc = h_get(c, id, H_SOURCE, &h);
+    if (rc == 0)
+        rc = cx_decode_need(h.fmt, cx_format_token(h.fmt), wire, wlen, &need);
+    void *out = rc == 0 && need > sizeof stack ? malloc(need) : stack;
+    if (rc == 0 && !out)
+        rc = -ENOMEM;
+    if (rc == 0)
+        rc = cx_decode(h.fmt, cx_format_token(h.fmt), wire, wlen, out, need, &ev);
+    if (rc == 0)
+        rc = cx_chan_submit(h.src, ev);
+    if (out && out != stack)
+        free(out);
+    if (rc == 0)
+        sc->submit_bytes += wlen;
+    struct sc_op_stats *st = &sc->ops[CX_SC_SUBMIT];
+    uint64_t ns = cx__sc_now_ns() - t0;
+    st->count++;
+    st->errors += rc < 0;
+    st->sum_ns += ns;
+    for (int i = 0; i < SC_LAT_BUCKETS; i++)
+        if ((double)ns / 1e9 <= cx__sc_lat_bounds[i]) {
+            st->bucket[i]++;
+            break;
+        }
 }
 
 void cx__sc_handle(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, size_t blen,

@@ -12,7 +12,8 @@
  * has its payload (a segment read, a description) in ring 1, released by the application
  * before its next request. The events connection carries no requests after the hello: the
  * sidecar appends CX_SC_REC_EVENT records for the session's sinks to its ring 1 and sends a
- * one-byte wake-up message when the application waits (cx_sc_ring_prepare_wait).
+ * one-byte wake-up message when the application waits (cx_sc_ring_prepare_wait); the other
+ * way, the application appends CX_SC_REC_SUBMIT records to its ring 0.
  *
  * Version: CX_SC_PROTO_VERSION in the hello (a3); a sidecar refuses another with EPROTO.
  */
@@ -62,7 +63,12 @@ enum cx_sc_op {
     CX_SC_OP_MAX = 42,
 };
 
-enum cx_sc_rec { CX_SC_REC_DATA = 1, CX_SC_REC_EVENT = 2 };
+/* Records: DATA (a request's or reply's payload), EVENT (to a sink, ring 1 of the events
+ * connection), SUBMIT (ring 0 of the events connection: a uint64 source handle then the
+ * encoded event; submits to best-effort channels, which cannot be refused, go this way
+ * without a reply; the application wakes the sidecar with a one-byte message when it waits,
+ * and waits for the ring to drain before closing a source or a channel). */
+enum cx_sc_rec { CX_SC_REC_DATA = 1, CX_SC_REC_EVENT = 2, CX_SC_REC_SUBMIT = 3 };
 
 struct cx_sc_req {
     uint32_t op;

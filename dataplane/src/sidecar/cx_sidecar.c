@@ -152,6 +152,29 @@ static void op_account(struct cx_sidecar *sc, uint32_t op, uint64_t ns, int fail
         }
 }
 
+static void on_submit_rec(void *arg, uint32_t type, void *p, size_t len)
+{
+    if (type == CX_SC_REC_SUBMIT)
+        cx__sc_submit_async(arg, p, len);
+}
+
+/* An events connection: runs the submits the application streams into ring 0, sleeping on
+ * the socket when there are none (the application wakes it); ends when it closes. */
+static void events_loop(struct sc_conn *c)
+{
+    char b[64];
+    for (;;) {
+        if (cx_sc_ring_read(&c->in, on_submit_rec, c, 256))
+            continue;
+        if (!cx_sc_ring_prepare_wait(&c->in))
+            continue;
+        ssize_t n = recv(c->fd, b, sizeof b, 0);
+        cx_sc_ring_done_wait(&c->in);
+        if (n == 0 || (n < 0 && errno != EINTR))
+            return;
+    }
+}
+
 static void *conn_main(void *arg)
 {
     struct sc_conn *c = arg;
@@ -177,10 +200,16 @@ static void *conn_main(void *arg)
             if (conn_hello(c, q) < 0)
                 break;
             hello = 1;
+            if (c->kind == CX_SC_CONN_EVENTS) {
+                events_loop(c);
+                break;
+            }
             continue;
         }
-        if (c->kind != CX_SC_CONN_CALLS)
+        if (c->kind != CX_SC_CONN_CALLS) {
+            events_loop(c);
             break;
+        }
         uint64_t t0 = cx__sc_now_ns();
         memset(rep, 0, CX_SC_REP_HDR);
         void *bulk = NULL;
@@ -346,7 +375,7 @@ int cx_sidecar_start(const struct cx_sidecar_opts *o, struct cx_sidecar **out)
     sc->o.transport = sc->transport;
     sc->o.space = sc->space[0] ? sc->space : NULL;
     if (!sc->o.ring_size)
-        sc->o.ring_size = 64u << 20;
+        sc->o.ring_size = 16u << 20;
     const char *lists[3] = {o->inputs, o->outputs, o->channels};
     for (int i = 0; i < 3; i++)
         sc->declared[i] = strdup(lists[i] ? lists[i] : "");

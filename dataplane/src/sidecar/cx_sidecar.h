@@ -31,7 +31,7 @@ struct cx_sidecar_opts {
     const char *advertise;  /* the address other processes dial (default: derived) */
     const char *space;      /* a space server whose reachability /readyz checks, or NULL */
     const char *inputs, *outputs, *channels; /* channel names declared for the pod (lists) */
-    uint64_t ring_size;     /* bytes of each ring per application connection (default 64M) */
+    uint64_t ring_size;     /* bytes of each ring per application connection (default 16M) */
     int quiet;              /* no info logs (warnings and errors still) */
     /* identity, for logs and metrics labels (the operator sets these in the environment) */
     const char *pod, *ns, *node, *fabric, *restart_policy;

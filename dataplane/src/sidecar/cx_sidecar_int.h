@@ -95,6 +95,8 @@ struct cx_sidecar {
 /* cx_sc_ops.c: runs one request (ring payload in bulk/blen), fills rep. */
 void cx__sc_handle(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, size_t blen,
                    struct cx_sc_rep *rep);
+/* Runs one CX_SC_REC_SUBMIT record of an events connection. */
+void cx__sc_submit_async(struct sc_conn *c, const void *rec, size_t len);
 /* Closes everything session `id` left open (called with no lock held). */
 void cx__sc_session_close_all(struct cx_sidecar *sc, uint64_t id);
 
