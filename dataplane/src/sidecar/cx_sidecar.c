@@ -8,8 +8,12 @@
 #include "common/cx_error.h"
 #include "sidecar/cx_sc_log.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -335,15 +339,27 @@ static int listen_unix(const char *path)
     return fd;
 }
 
-static const char *listen_for(const char *transport)
+/* The channel runtime's listen address for a transport. TCP listens on every interface (the
+ * runtime advertises the pod's address); the others listen on the pod's first non-loopback
+ * IPv4 address, which is then also the address they advertise. */
+static const char *listen_for(const char *transport, char *buf, size_t cap)
 {
-    if (strcmp(transport, "rdma") == 0 || strcmp(transport, "ucx") == 0)
-        return "ucx://0.0.0.0:0";
-    if (strcmp(transport, "dpdk") == 0)
-        return "dpdk://0.0.0.0:0";
-    if (strcmp(transport, "tls") == 0)
-        return "tls://0.0.0.0:0";
-    return "tcp://0.0.0.0:0";
+    const char *scheme = strcmp(transport, "rdma") == 0 || strcmp(transport, "ucx") == 0 ? "ucx"
+                       : strcmp(transport, "dpdk") == 0 ? "dpdk"
+                       : strcmp(transport, "tls") == 0 ? "tls" : "tcp";
+    char ip[INET_ADDRSTRLEN] = "0.0.0.0";
+    struct ifaddrs *ifs;
+    if (strcmp(scheme, "tcp") != 0 && getifaddrs(&ifs) == 0) {
+        for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+                !(i->ifa_flags & IFF_LOOPBACK)) {
+                inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, ip, sizeof ip);
+                break;
+            }
+        freeifaddrs(ifs);
+    }
+    snprintf(buf, cap, "%s://%s:0", scheme, ip);
+    return buf;
 }
 
 static void free_sc(struct cx_sidecar *sc)
@@ -381,7 +397,8 @@ int cx_sidecar_start(const struct cx_sidecar_opts *o, struct cx_sidecar **out)
         sc->declared[i] = strdup(lists[i] ? lists[i] : "");
     sc->started_ns = cx__sc_now_ns();
     sc->o.inputs = sc->o.outputs = sc->o.channels = NULL; /* the caller's strings: not kept */
-    struct cx_chan_ctx_opts co = {.listen = o->listen ? o->listen : listen_for(sc->transport),
+    char lbuf[64];
+    struct cx_chan_ctx_opts co = {.listen = o->listen ? o->listen : listen_for(sc->transport, lbuf, sizeof lbuf),
                                   .advertise = o->advertise};
     if ((rc = cx_chan_ctx_create(&co, &sc->ctx)) < 0) {
         rc = cx_err_wrap(rc, "sidecar (transport %s)", sc->transport);
