@@ -312,7 +312,7 @@ static int64_t call(struct cx_sc_req *q, const struct bulk *b, struct cx_sc_rep 
         uint32_t type;
         void *p;
         size_t len;
-        if (!cx_sc_ring_peek(&c->from_sc, &type, &p, &len)) {
+        if (cx_sc_ring_peek(&c->from_sc, &type, &p, &len) <= 0) {
             pool_put(c, 1);
             return cx_err_set(EPROTO, "sidecar reply names a payload its ring does not hold");
         }
@@ -876,6 +876,8 @@ static void *ev_main(void *arg)
     for (;;) {
         if (cx_sc_ring_read(&c->from_sc, on_event_rec, NULL, 256))
             continue;
+        if (cx_sc_ring_broken(&c->from_sc))
+            break; /* the sidecar broke the ring's layout: no more events */
         if (!cx_sc_ring_prepare_wait(&c->from_sc))
             continue;
         ssize_t r = recv(c->fd, b, sizeof b, 0);

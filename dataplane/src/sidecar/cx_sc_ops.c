@@ -296,6 +296,30 @@ static void chan_stats(struct cx_sidecar *sc, struct cx_chan *ch, struct cx_chan
         st->sinks += snks - 1;
 }
 
+/* Decodes an encoded event (a private copy: decoding may rewrite its pointer fields) into
+ * the source's format and submits it; timeout -2: no wait. */
+static int submit_decoded(struct cx_sidecar *sc, const struct sc_handle *h, void *wire, size_t len,
+                          int64_t timeout)
+{
+    size_t need = 0;
+    void *ev;
+    int rc = cx_decode_need(h->fmt, cx_format_token(h->fmt), wire, len, &need);
+    if (rc < 0)
+        return rc;
+    uint64_t stack[64];
+    void *out = need <= sizeof stack ? stack : malloc(need);
+    if (!out)
+        return cx_err_set(ENOMEM, "event of %zu bytes", need);
+    rc = cx_decode(h->fmt, cx_format_token(h->fmt), wire, len, out, need ? need : sizeof stack, &ev);
+    if (rc == 0)
+        rc = timeout == -2 ? cx_chan_submit(h->src, ev) : cx_chan_submit_wait(h->src, ev, (int)timeout);
+    if (out != stack)
+        free(out);
+    if (rc == 0)
+        sc->submit_bytes += len;
+    return rc;
+}
+
 /* ---- the calls ---- */
 
 static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, size_t blen,
@@ -497,21 +521,15 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
             return rc;
         if (!bulk)
             return cx_err_set(EINVAL, "submit without an event");
-        size_t need = 0;
-        void *ev;
-        if ((rc = cx_decode_need(h.fmt, cx_format_token(h.fmt), bulk, blen, &need)) < 0)
-            return rc;
-        uint64_t stack[64];
-        void *out = need <= sizeof stack ? stack : malloc(need);
-        if (!out)
-            return cx_err_set(ENOMEM, "event of %zu bytes", need);
-        rc = cx_decode(h.fmt, cx_format_token(h.fmt), bulk, blen, out, need, &ev);
-        if (rc == 0)
-            rc = q->a[1] == -2 ? cx_chan_submit(h.src, ev) : cx_chan_submit_wait(h.src, ev, (int)q->a[1]);
-        if (out != stack)
-            free(out);
-        if (rc == 0)
-            sc->submit_bytes += blen;
+        /* decode a private copy: the application can write the shared ring at any time */
+        uint64_t priv[64];
+        void *copy = blen <= sizeof priv ? priv : malloc(blen);
+        if (!copy)
+            return cx_err_set(ENOMEM, "event of %zu bytes", blen);
+        memcpy(copy, bulk, blen);
+        rc = submit_decoded(sc, &h, copy, blen, q->a[1]);
+        if (copy != priv)
+            free(copy);
         return rc;
     }
     case CX_SC_SOURCE_CLOSE:
@@ -617,29 +635,21 @@ void cx__sc_submit_async(struct sc_conn *c, const void *rec, size_t len)
     struct cx_sidecar *sc = c->sc;
     struct sc_handle h;
     int64_t id;
-    size_t need = 0;
-    void *ev;
-    uint64_t stack[64];
     if (len < sizeof id)
         return;
     memcpy(&id, rec, sizeof id);
-    uint8_t *wire = (uint8_t *)rec + sizeof id;
     size_t wlen = len - sizeof id;
-    uint64_t t0 = cx__sc_now_ns();
+    uint64_t t0 = cx__sc_now_ns(), priv[64];
     int rc = h_get(c, id, H_SOURCE, &h);
-    if (rc == 0)
-        rc = cx_decode_need(h.fmt, cx_format_token(h.fmt), wire, wlen, &need);
-    void *out = rc == 0 && need > sizeof stack ? malloc(need) : stack;
-    if (rc == 0 && !out)
+    void *copy = wlen <= sizeof priv ? priv : malloc(wlen);
+    if (rc == 0 && !copy)
         rc = -ENOMEM;
-    if (rc == 0)
-        rc = cx_decode(h.fmt, cx_format_token(h.fmt), wire, wlen, out, need, &ev);
-    if (rc == 0)
-        rc = cx_chan_submit(h.src, ev);
-    if (out && out != stack)
-        free(out);
-    if (rc == 0)
-        sc->submit_bytes += wlen;
+    if (rc == 0) {
+        memcpy(copy, (const uint8_t *)rec + sizeof id, wlen);
+        rc = submit_decoded(sc, &h, copy, wlen, -2);
+    }
+    if (copy && copy != priv)
+        free(copy);
     struct sc_op_stats *st = &sc->ops[CX_SC_SUBMIT];
     uint64_t ns = cx__sc_now_ns() - t0;
     st->count++;

@@ -118,10 +118,20 @@ int cx_sc_ring_peek(struct cx_sc_ring *r, uint32_t *type, void **payload, size_t
 {
     uint64_t head = atomic_load_explicit(&r->h->head, memory_order_relaxed);
     uint64_t tail = atomic_load_explicit(&r->h->tail, memory_order_acquire);
+    if (r->bad)
+        return -EPROTO;
     while (head != tail) {
         struct rec_hdr rh;
         uint64_t pos = head & (r->capacity - 1);
         memcpy(&rh, r->data + pos, sizeof rh);
+        /* the other process writes this memory: a record must lie inside the data area and
+         * inside what was published, whatever the header says */
+        if (tail - head > r->capacity || (pos & 7) || tail - head < REC_HDR ||
+            rh.len > r->capacity || pos + REC_HDR + align8(rh.len) > r->capacity ||
+            REC_HDR + align8(rh.len) > tail - head) {
+            r->bad = 1;
+            return -EPROTO;
+        }
         if (rh.type == CX_SC_REC_PAD) { /* skip to the start */
             head += REC_HDR + align8(rh.len);
             atomic_store_explicit(&r->h->head, head, memory_order_release);
@@ -149,7 +159,7 @@ size_t cx_sc_ring_read(struct cx_sc_ring *r, cx_sc_ring_handler fn, void *arg, s
     uint32_t type;
     void *p;
     size_t len;
-    while (n < limit && cx_sc_ring_peek(r, &type, &p, &len)) {
+    while (n < limit && cx_sc_ring_peek(r, &type, &p, &len) > 0) {
         fn(arg, type, p, len);
         cx_sc_ring_release(r);
         n++;

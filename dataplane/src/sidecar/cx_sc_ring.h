@@ -43,6 +43,7 @@ struct cx_sc_ring {
     uint64_t claim_pos;   /* producer: where the pending claim starts (after any padding) */
     uint64_t claim_next;  /* producer: tail after the pending claim, 0 = none */
     uint32_t claim_len;
+    int bad;              /* consumer: a record broke the layout; the ring is unusable */
 };
 
 /* Bytes a ring of `capacity` occupies in a region (header + data). */
@@ -75,8 +76,10 @@ void cx_sc_ring_trim(struct cx_sc_ring *r, size_t len);
 /* Producer: gives the claimed room back. */
 void cx_sc_ring_abort(struct cx_sc_ring *r);
 
-/* Consumer: the next record, in place: returns 1 and its type, payload and length, or 0
- * when the ring is empty. The record stays until cx_sc_ring_release. */
+/* Consumer: the next record, in place: returns 1 and its type, payload and length, 0 when
+ * the ring is empty, or -EPROTO (for good) when the shared memory does not hold a valid
+ * record there (the other process broke the layout: nothing outside the ring is read). The
+ * record stays until cx_sc_ring_release. */
 int cx_sc_ring_peek(struct cx_sc_ring *r, uint32_t *type, void **payload, size_t *len);
 
 /* Consumer: frees the record cx_sc_ring_peek returned. */
@@ -85,8 +88,11 @@ void cx_sc_ring_release(struct cx_sc_ring *r);
 typedef void (*cx_sc_ring_handler)(void *arg, uint32_t type, void *payload, size_t len);
 
 /* Consumer: hands up to `limit` records to fn in order, releasing each after fn returns.
- * Returns how many were read. */
+ * Returns how many were read (stops at a broken record: see cx_sc_ring_broken). */
 size_t cx_sc_ring_read(struct cx_sc_ring *r, cx_sc_ring_handler fn, void *arg, size_t limit);
+
+/* Consumer: whether a broken record was met (the connection should be closed). */
+static inline int cx_sc_ring_broken(const struct cx_sc_ring *r) { return r->bad; }
 
 /* Consumer: about to block. Sets the waiting flag and returns 1 if the ring is still empty
  * (block now; the producer will wake you), or clears it and returns 0 (records came). */

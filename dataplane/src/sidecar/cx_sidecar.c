@@ -170,6 +170,10 @@ static void events_loop(struct sc_conn *c)
     for (;;) {
         if (cx_sc_ring_read(&c->in, on_submit_rec, c, 256))
             continue;
+        if (cx_sc_ring_broken(&c->in)) {
+            cx_sc_log("warn", "an application broke its events ring: connection closed", NULL);
+            return;
+        }
         if (!cx_sc_ring_prepare_wait(&c->in))
             continue;
         ssize_t n = recv(c->fd, b, sizeof b, 0);
@@ -219,7 +223,7 @@ static void *conn_main(void *arg)
         void *bulk = NULL;
         size_t blen = 0;
         uint32_t type;
-        if (q->bulk && (!cx_sc_ring_peek(&c->in, &type, &bulk, &blen) || type != CX_SC_REC_DATA)) {
+        if (q->bulk && (cx_sc_ring_peek(&c->in, &type, &bulk, &blen) <= 0 || type != CX_SC_REC_DATA)) {
             cx_sc_log("warn", "request names a payload the ring does not hold", "\"op\":%u", q->op);
             break;
         }

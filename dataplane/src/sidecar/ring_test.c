@@ -72,6 +72,43 @@ CX_TEST(claim_commit_peek_wrap_full)
     munmap(mem, cx_sc_ring_span(cap));
 }
 
+static void count_rec(void *arg, uint32_t type, void *p, size_t len)
+{
+    (void)type; (void)p; (void)len;
+    ++*(int *)arg;
+}
+
+CX_TEST(a_broken_record_is_refused_not_followed)
+{
+    size_t cap = 4096;
+    void *mem = region(cx_sc_ring_span(cap));
+    CX_CHECK(mem);
+    struct cx_sc_ring p, c;
+    CX_CHECK_EQ_INT(cx_sc_ring_init(&p, mem, cap), 0);
+    CX_CHECK_EQ_INT(cx_sc_ring_attach(&c, mem, cx_sc_ring_span(cap)), 0);
+    uint32_t *w = cx_sc_ring_claim(&p, 1, 16, NULL);
+    CX_CHECK(w);
+    cx_sc_ring_commit(&p);
+    w[-2] = 1u << 30; /* the other process rewrites the length: far past the ring */
+    uint32_t type;
+    void *pl;
+    size_t len;
+    CX_CHECK_EQ_INT(cx_sc_ring_peek(&c, &type, &pl, &len), -EPROTO);
+    CX_CHECK(cx_sc_ring_broken(&c));
+    CX_CHECK_EQ_INT(cx_sc_ring_peek(&c, &type, &pl, &len), -EPROTO); /* for good */
+    /* a length that fits the ring but not what was published */
+    CX_CHECK_EQ_INT(cx_sc_ring_init(&p, mem, cap), 0);
+    CX_CHECK_EQ_INT(cx_sc_ring_attach(&c, mem, cx_sc_ring_span(cap)), 0);
+    w = cx_sc_ring_claim(&p, 1, 16, NULL);
+    cx_sc_ring_commit(&p);
+    w[-2] = 1000;
+    int seen = 0;
+    CX_CHECK_EQ_INT(cx_sc_ring_read(&c, count_rec, &seen, 10), 0);
+    CX_CHECK_EQ_INT(seen, 0);
+    CX_CHECK(cx_sc_ring_broken(&c));
+    munmap(mem, cx_sc_ring_span(cap));
+}
+
 struct check {
     uint64_t next;
     int bad;
