@@ -388,7 +388,8 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
     case CX_SC_PI_WRITE:
         if ((rc = h_get(c, q->a[0], H_WRITER, &h)) < 0 || (rc = format_of((uint64_t)q->a[2], &f)) < 0)
             return rc;
-        if (blen != (f ? (size_t)q->a[1] * cx_format_size(f) : (size_t)q->a[1]))
+        if (q->a[1] < 0 || (uint64_t)q->a[1] > blen ||
+            blen != (f ? (size_t)q->a[1] * cx_format_size(f) : (size_t)q->a[1]))
             return cx_err_set(EPROTO, "segment of %zu bytes for a length of %lld", blen, (long long)q->a[1]);
         if (f && (rc = publish_format(h.space, f)) < 0)
             return rc;
