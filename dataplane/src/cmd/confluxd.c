@@ -48,7 +48,7 @@ static const char usage[] =
     "  --space=tcp://H:P       a space /readyz requires reachable (default $CONFLUX_SPACE)\n"
     "  --listen=URL            the channel runtime's address (default: from --transport, port 0)\n"
     "  --advertise=URL         the address other pods dial (default: this pod's IP)\n"
-    "  --ring-size=N[KMG]      each shared ring per application connection (default 64M;\n"
+    "  --ring-size=N[KMG]      each shared ring per application connection (default 16M;\n"
     "                          a power of two from 64K to 1G; a record is at most half)\n"
     "  --quiet                 no info log lines (JSON lines on stderr)\n"
     "  environment: CONFLUX_NAMESPACE, CONFLUX_POD_NAME, CONFLUX_NODE_NAME, CONFLUX_FABRIC,\n"
