@@ -198,7 +198,9 @@ func TestFanOutToSinksInTwoOtherProcessesAndALocalOne(t *testing.T) {
 		}
 	}
 	st, _ := ch.Stats()
-	if st.Submitted != n || st.Sent < 2*n || st.Dropped != 0 {
+	// Sidecar mode: one sidecar serves the three processes, their events never touch a link.
+	sidecar := os.Getenv("CONFLUX_SOCKET") != ""
+	if st.Submitted != n || (!sidecar && st.Sent < 2*n) || (sidecar && st.Sent != 0) || st.Dropped != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }

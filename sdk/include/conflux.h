@@ -12,10 +12,16 @@
  *              pi_read, pi_seek, pi_tell, pi_detach, pi_unlink: named, persistent,
  *              single-writer multi-reader pipes of segments kept by a space server
  *
- * Mode: EMBEDDED. libconflux runs inside the application's process (its own progress and
- * in-bound threads, its own links to the space server and to the other processes). The
- * sidecar mode (the same calls served by a confluxd sidecar over shared memory) does not
- * exist yet; when it comes, this header stays the API.
+ * Mode (sdk/README.md, "Mode"), chosen once per process at the first call:
+ *   SIDECAR   when CONFLUX_SOCKET is set (the operator sets it in workflow pods): every pipe
+ *             and channel call goes to the pod's `confluxd --role=sidecar` over that Unix
+ *             socket, segments and events through shared-memory rings; the sidecar owns the
+ *             pod's links. Sink handlers run on one event thread of the library.
+ *   EMBEDDED  otherwise: libconflux runs inside the application's process (its own progress
+ *             and in-bound threads, its own links to the space server and other processes).
+ * The calls, their arguments and their errors are the same in both modes; the few
+ * differences (e.g. events between the processes of one pod never touch a link) are listed
+ * in dataplane/src/sidecar/README.md.
  *
  * How this header is built: it includes the data plane's own module headers, which are the
  * declarations libconflux is compiled with, so the two cannot drift apart. Compile with both

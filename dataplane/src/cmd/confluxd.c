@@ -1,12 +1,15 @@
 /* confluxd: the Conflux daemon. One binary, one role per process:
  *
- *   confluxd --role=space [options]   the space server (name table, pipe cache, formats)
+ *   confluxd --role=space [options]     the space server (name table, pipe cache, formats)
+ *   confluxd --role=sidecar [options]   a pod's sidecar: serves its applications over a Unix
+ *                                       socket and shared memory (../sidecar/README.md)
  *
- * (--role=sidecar is not built yet: it says so and exits 2.) Options are parsed strictly:
- * an unknown option or a bad value prints the usage and exits 2. SIGTERM or SIGINT stop
- * the server cleanly (every pipe synced and closed).
+ * Options are parsed strictly, per role: an unknown option, an option of the other role or a
+ * bad value prints the usage and exits 2. SIGTERM or SIGINT stop either role cleanly.
  */
 #include "common/cx_error.h"
+#include "sidecar/cx_sc_log.h"
+#include "sidecar/cx_sidecar.h"
 #include "space/cx_space_server.h"
 
 #include <errno.h>
@@ -20,6 +23,7 @@
 
 static const char usage[] =
     "usage: confluxd --role=space [options]\n"
+    "       confluxd --role=sidecar --socket=PATH [options]\n"
     "\n"
     "  --role=space            serve a space: pipe names, cached pipes, format descriptions\n"
     "  --dir=PATH              store directory (default /var/lib/conflux/space)\n"
@@ -31,7 +35,24 @@ static const char usage[] =
     "  --retain-bytes=N[KMG]   per-pipe retention by size (default: keep all)\n"
     "  --retain-segments=N     per-pipe retention by count (default: keep all)\n"
     "  --max-segment=N[KMG]    largest segment accepted (default 64M)\n"
-    "  --quiet                 no log lines\n";
+    "  --quiet                 no log lines\n"
+    "\n"
+    "  --role=sidecar          serve the applications of a pod (CONFLUX_SOCKET points at it)\n"
+    "  --socket=PATH           the Unix socket applications connect to (required)\n"
+    "  --transport=T           tcp (default, or $CONFLUX_TRANSPORT) | rdma | dpdk | tls | shm:\n"
+    "                          the links the pod's channels use\n"
+    "  --inputs=a,b            channel names the pod reads (metrics and logs)\n"
+    "  --outputs=c             channel names the pod writes\n"
+    "  --channels=x,y          channel names without a direction\n"
+    "  --http=H:P | --no-http  /metrics, /healthz, /readyz (default 0.0.0.0:9464)\n"
+    "  --space=tcp://H:P       a space /readyz requires reachable (default $CONFLUX_SPACE)\n"
+    "  --listen=URL            the channel runtime's address (default: from --transport, port 0)\n"
+    "  --advertise=URL         the address other pods dial (default: this pod's IP)\n"
+    "  --ring-size=N[KMG]      each shared ring per application connection (default 16M;\n"
+    "                          a power of two from 64K to 1G; a record is at most half)\n"
+    "  --quiet                 no info log lines (JSON lines on stderr)\n"
+    "  environment: CONFLUX_NAMESPACE, CONFLUX_POD_NAME, CONFLUX_NODE_NAME, CONFLUX_FABRIC,\n"
+    "  CONFLUX_RESTART_POLICY label the logs and metrics\n";
 
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) { g_stop = sig; }
@@ -61,7 +82,7 @@ static int bad(const char *opt, const char *val, const char *why)
     return 2;
 }
 
-int main(int argc, char **argv)
+static int space_main(int argc, char **argv)
 {
     const char *role = NULL;
     struct cx_space_server_opts o = {.dir = "/var/lib/conflux/space", .listen = "tcp://0.0.0.0:7400"};
@@ -124,14 +145,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "confluxd: unexpected argument '%s'\n\n%s", argv[optind], usage);
         return 2;
     }
-    if (!role) {
-        fprintf(stderr, "confluxd: --role is required\n\n%s", usage);
-        return 2;
-    }
-    if (strcmp(role, "space") != 0) {
-        fprintf(stderr, "confluxd: role '%s' is not available in this build (roles: space)\n", role);
-        return 2;
-    }
+    (void)role;
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
@@ -154,4 +168,168 @@ int main(int argc, char **argv)
                 " UDP lookups, %" PRIu64 " segments in, %" PRIu64 " out\n", (int)g_stop, st.requests,
                 st.udp_lookups, st.segments_in, st.segments_out);
     return 0;
+}
+
+/* ---- the sidecar role ---- */
+
+/* A comma-separated list of channel names: each 1-253 characters of [A-Za-z0-9._-]. */
+static int names_ok(const char *list)
+{
+    size_t n = 0;
+    for (const char *p = list;; p++) {
+        if (*p == ',' || !*p) {
+            if (n == 0 || n > 253)
+                return 0;
+            n = 0;
+            if (!*p)
+                return 1;
+            continue;
+        }
+        if (!(*p >= 'a' && *p <= 'z') && !(*p >= 'A' && *p <= 'Z') && !(*p >= '0' && *p <= '9') &&
+            *p != '.' && *p != '-' && *p != '_')
+            return 0;
+        n++;
+    }
+}
+
+static int transport_ok(const char *t)
+{
+    static const char *known[] = {"tcp", "rdma", "ucx", "dpdk", "tls", "shm"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(t, known[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static const char *env_or(const char *name, const char *dflt)
+{
+    const char *v = getenv(name);
+    return v && v[0] ? v : dflt;
+}
+
+static int sidecar_main(int argc, char **argv)
+{
+    struct cx_sidecar_opts o = {.transport = env_or("CONFLUX_TRANSPORT", "tcp"),
+                                .space = env_or("CONFLUX_SPACE", NULL)};
+    o.pod = env_or("CONFLUX_POD_NAME", "");
+    o.ns = env_or("CONFLUX_NAMESPACE", "");
+    o.node = env_or("CONFLUX_NODE_NAME", "");
+    o.fabric = env_or("CONFLUX_FABRIC", "");
+    o.restart_policy = env_or("CONFLUX_RESTART_POLICY", "");
+    static const struct option opts[] = {
+        {"role", required_argument, 0, 'r'},      {"socket", required_argument, 0, 'S'},
+        {"transport", required_argument, 0, 'T'}, {"inputs", required_argument, 0, 'I'},
+        {"outputs", required_argument, 0, 'O'},   {"channels", required_argument, 0, 'C'},
+        {"http", required_argument, 0, 'H'},      {"no-http", no_argument, 0, 'N'},
+        {"space", required_argument, 0, 'P'},     {"listen", required_argument, 0, 'l'},
+        {"advertise", required_argument, 0, 'a'}, {"ring-size", required_argument, 0, 'R'},
+        {"quiet", no_argument, 0, 'q'},           {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int c;
+    uint64_t v;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'r': break;
+        case 'S':
+            if (!optarg[0] || strlen(optarg) > 107)
+                return bad("socket", optarg, "give a path of 1 to 107 bytes");
+            o.socket = optarg;
+            break;
+        case 'T':
+            if (!transport_ok(optarg))
+                return bad("transport", optarg, "give tcp, rdma, dpdk, tls or shm");
+            o.transport = optarg;
+            break;
+        case 'I': case 'O': case 'C':
+            if (!names_ok(optarg))
+                return bad(c == 'I' ? "inputs" : c == 'O' ? "outputs" : "channels", optarg,
+                           "give channel names ([A-Za-z0-9._-], 1-253 characters) separated by commas");
+            *(c == 'I' ? &o.inputs : c == 'O' ? &o.outputs : &o.channels) = optarg;
+            break;
+        case 'H':
+            if (!strchr(optarg, ':'))
+                return bad("http", optarg, "give HOST:PORT");
+            o.http = optarg;
+            break;
+        case 'N': o.http = ""; break;
+        case 'P':
+            if (strncmp(optarg, "tcp://", 6) != 0 || !strchr(optarg + 6, ':'))
+                return bad("space", optarg, "give tcp://HOST:PORT");
+            o.space = optarg;
+            break;
+        case 'l': o.listen = optarg; break;
+        case 'a': o.advertise = optarg; break;
+        case 'R':
+            if (parse_size(optarg, &v) || v < (64u << 10) || v > (1u << 30) || (v & (v - 1)))
+                return bad("ring-size", optarg, "give a power of two from 64K to 1G");
+            o.ring_size = v;
+            break;
+        case 'q': o.quiet = 1; break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: fputs(usage, stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "confluxd: unexpected argument '%s'\n\n%s", argv[optind], usage);
+        return 2;
+    }
+    if (!o.socket) {
+        fprintf(stderr, "confluxd: --role=sidecar needs --socket=PATH\n\n%s", usage);
+        return 2;
+    }
+    if (!transport_ok(o.transport))
+        return bad("transport", o.transport, "(from CONFLUX_TRANSPORT) give tcp, rdma, dpdk, tls or shm");
+    char common[900], a[200], b[200], d[200];
+    snprintf(common, sizeof common, "\"role\":\"sidecar\",\"pod\":%s,\"namespace\":%s,\"node\":%s",
+             cx_sc_json_str(a, sizeof a, o.pod), cx_sc_json_str(b, sizeof b, o.ns),
+             cx_sc_json_str(d, sizeof d, o.node));
+    cx_sc_log_setup(common, o.quiet);
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    struct cx_sidecar *sc;
+    if (cx_sidecar_start(&o, &sc) < 0) {
+        cx_sc_log("error", "sidecar did not start", "\"error\":%s", cx_sc_json_str(common, sizeof common, cx_errmsg()));
+        return 1;
+    }
+    cx_sc_log("info", "sidecar started", "\"socket\":%s,\"http\":\"%s\",\"transport\":\"%s\",\"channel_addr\":%s",
+              cx_sc_json_str(a, sizeof a, o.socket), cx_sidecar_http_addr(sc), o.transport,
+              cx_sc_json_str(b, sizeof b, cx_sidecar_chan_addr(sc)));
+    /* machine-readable line for scripts and tests */
+    printf("listening unix:%s http %s channels %s\n", o.socket,
+           cx_sidecar_http_addr(sc)[0] ? cx_sidecar_http_addr(sc) : "-", cx_sidecar_chan_addr(sc));
+    fflush(stdout);
+    while (!g_stop)
+        pause();
+    cx_sc_log("info", "stopping", "\"signal\":%d", (int)g_stop);
+    cx_sidecar_stop(sc);
+    cx_sc_log("info", "sidecar stopped", NULL);
+    return 0;
+}
+
+/* The role decides which options exist: find it before parsing. */
+int main(int argc, char **argv)
+{
+    const char *role = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strncmp(argv[i], "--role=", 7) == 0)
+            role = argv[i] + 7;
+        else if (strcmp(argv[i], "--role") == 0 && i + 1 < argc)
+            role = argv[++i];
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        }
+    }
+    if (!role) {
+        fprintf(stderr, "confluxd: --role is required\n\n%s", usage);
+        return 2;
+    }
+    if (strcmp(role, "space") == 0)
+        return space_main(argc, argv);
+    if (strcmp(role, "sidecar") == 0)
+        return sidecar_main(argc, argv);
+    fprintf(stderr, "confluxd: --role=%s: unknown role (roles: space, sidecar)\n\n%s", role, usage);
+    return 2;
 }

@@ -5,8 +5,9 @@ headers). cffi cannot read that header itself, so tests/test_binding_matches_hea
 compiles these declarations against the real header: a drifted prototype, struct layout or
 constant fails that test.
 
-The library is dataplane/build/libconflux.so in this repository, or the file named by the
-environment variable CONFLUX_LIB.
+The library is sdk/build/lib/libconflux.so.0 in this repository (either mode, see
+sdk/README.md "Mode"; dataplane/build/libconflux.so when that is not built), or the file
+named by the environment variable CONFLUX_LIB.
 """
 import os
 
@@ -126,8 +127,13 @@ ffi.cdef(TYPES + FUNCS + MACROS)
 
 
 def default_path():
-    """dataplane/build/libconflux.so of the repository this package sits in."""
+    """The SDK's libconflux of the repository this package sits in (sdk/build/lib, both
+    modes: through the sidecar when CONFLUX_SOCKET is set, else embedded), or the data
+    plane's own (dataplane/build, embedded only) when the SDK library is not built."""
     here = os.path.dirname(os.path.abspath(__file__))
+    sdk = os.path.normpath(os.path.join(here, "..", "..", "build", "lib", "libconflux.so.0"))
+    if os.path.exists(sdk):
+        return sdk
     return os.path.normpath(os.path.join(here, "..", "..", "..", "dataplane", "build", "libconflux.so"))
 
 

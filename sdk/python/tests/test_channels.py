@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -72,7 +73,12 @@ def test_fanout_to_sinks_in_two_other_processes_and_a_local_one(ctx):
         assert res["formats"] == ["reading"]
     assert res_untyped["keys"] == ["energy", "id", "pos", "step"]  # the sender's fields
     st = ch.stats()
-    assert st["submitted"] == n and st["sent"] >= 2 * n and st["dropped"] == 0
+    assert st["submitted"] == n and st["dropped"] == 0
+    if os.environ.get("CONFLUX_SOCKET"):
+        # sidecar mode: one sidecar serves the three processes, their events never touch a link
+        assert st["sent"] == 0
+    else:
+        assert st["sent"] >= 2 * n
 
 
 def test_callback_sink_with_a_filter_run_at_the_source(ctx):
@@ -110,6 +116,11 @@ def test_a_callback_that_raises_is_kept_not_fatal(ctx, capfd):
     ch.source().submit(readings(3))
     for _ in range(3):
         ok.get(timeout=5)
+    # the two sinks' queues are served independently: `ok` having all three says nothing
+    # about `bad`, so wait for it (under load it can lag)
+    deadline = time.monotonic() + 5
+    while len(calls) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
     sink.close()
     assert calls == [1, 2, 3] and len(sink.errors) == 3
     assert isinstance(sink.errors[0], ValueError)

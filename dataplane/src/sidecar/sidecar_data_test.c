@@ -1,0 +1,500 @@
+/* Two applications, each a process of its own with its own sidecar process (build/bin/
+ * confluxd --role=sidecar), and a real space server process: pipe segments (raw, and typed
+ * with conversion between two struct layouts) and channel events (a typed and an untyped
+ * sink) go application -> shared ring -> sidecar -> network -> sidecar -> shared ring ->
+ * application. Also: errors come back with the sidecar's message; the sidecars' metrics
+ * count what passed; an application that exits leaves nothing open. */
+#define _GNU_SOURCE
+#include "common/cx_error.h"
+#include "common/cx_test.h"
+#include "format/cx_format.h"
+#include "format/cx_format_registry.h"
+#include "sidecar/cx_sc_client.h"
+#include "sidecar/sc_testutil.h"
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <sys/stat.h>
+
+struct env {
+    struct proc space, a, b;
+    char dir[64], space_addr[64], sock_a[128], sock_b[128], http_a[64], http_b[64];
+};
+static struct env E;
+static int E_up;
+
+static int env_up(void)
+{
+    if (E_up)
+        return E_up > 0 ? 0 : -1;
+    E_up = -1;
+    snprintf(E.dir, sizeof E.dir, "/tmp/cxsc-data-XXXXXX");
+    if (!mkdtemp(E.dir))
+        return -1;
+    char dirarg[128], w[128];
+    snprintf(dirarg, sizeof dirarg, "--dir=%s/space", E.dir);
+    const char *sargs[] = {"--role=space", dirarg, "--listen=tcp://127.0.0.1:0", "--no-udp",
+                           "--fsync=none", "--quiet", NULL};
+    if (proc_start(&E.space, sargs, 0) < 0)
+        return -1;
+    word(E.space.line, 1, E.space_addr, sizeof E.space_addr);
+    struct proc *ps[2] = {&E.a, &E.b};
+    char *socks[2] = {E.sock_a, E.sock_b}, *https[2] = {E.http_a, E.http_b};
+    for (int i = 0; i < 2; i++) {
+        char sockarg[160], spacearg[96];
+        snprintf(socks[i], 128, "%s/%c.sock", E.dir, 'a' + i);
+        snprintf(sockarg, sizeof sockarg, "--socket=%s", socks[i]);
+        snprintf(spacearg, sizeof spacearg, "--space=%s", E.space_addr);
+        const char *args[] = {"--role=sidecar", sockarg, "--http=127.0.0.1:0", spacearg,
+                              "--listen=tcp://127.0.0.1:0", "--ring-size=1M", "--quiet", NULL};
+        if (proc_start(ps[i], args, 0) < 0)
+            return -1;
+        snprintf(https[i], 64, "%.63s", word(ps[i]->line, 3, w, sizeof w));
+    }
+    E_up = 1;
+    return 0;
+}
+
+/* ---- the applications (forked children; exit 0 when everything checked) ---- */
+
+#define FAIL(...) do { fprintf(stderr, "  app %d: ", (int)getpid()); fprintf(stderr, __VA_ARGS__); \
+                       fprintf(stderr, " (%s)\n", cx_errmsg()); _exit(1); } while (0)
+
+struct rec2 { int32_t tag; int64_t step; double energy; };  /* the writer's layout */
+struct rec1 { double energy; int64_t step; };               /* the reader's */
+
+static const struct cx_format *fmt2(void)
+{
+    static const struct cx_field f[] = {
+        {"tag", "int32", 4, offsetof(struct rec2, tag), NULL},
+        {"step", "int64", 8, offsetof(struct rec2, step), NULL},
+        {"energy", "double", 8, offsetof(struct rec2, energy), NULL}, {NULL}};
+    static const struct cx_struct_decl d[] = {{"rec", f, sizeof(struct rec2)}, {NULL}};
+    struct cx_format *x;
+    const struct cx_format *c;
+    if (cx_format_create(d, NULL, &x) < 0 || cx_format_registry_insert(x, &c) < 0)
+        return NULL;
+    return c;
+}
+
+static const struct cx_format *fmt1(void)
+{
+    static const struct cx_field f[] = {
+        {"energy", "double", 8, offsetof(struct rec1, energy), NULL},
+        {"step", "int64", 8, offsetof(struct rec1, step), NULL}, {NULL}};
+    static const struct cx_struct_decl d[] = {{"rec", f, sizeof(struct rec1)}, {NULL}};
+    struct cx_format *x;
+    const struct cx_format *c;
+    if (cx_format_create(d, NULL, &x) < 0 || cx_format_registry_insert(x, &c) < 0)
+        return NULL;
+    return c;
+}
+
+#define RAW_SEGS 60
+#define TYPED_SEGS 20
+#define PER_SEG 100
+
+static size_t raw_len(int i) { return i == 7 ? 0 : (size_t)((i * 104729) % 300000) + 1; }
+static uint8_t raw_byte(int i, size_t k) { return (uint8_t)(i * 31 + k * 7 + (k >> 9)); }
+
+static void app_writer(void)
+{
+    if (cx_sc_connect(E.sock_a) < 0)
+        FAIL("connect");
+    int s = cx_sc_pi_space_open(E.space_addr, NULL);
+    if (s < 0)
+        FAIL("space open");
+    int w = cx_sc_pi_create("sc-raw", s, PI_CREATE), wt = cx_sc_pi_create("sc-typed", s, PI_CREATE);
+    if (w < 0 || wt < 0)
+        FAIL("create");
+    static uint8_t buf[300001];
+    for (int i = 0; i < RAW_SEGS; i++) {
+        size_t n = raw_len(i);
+        for (size_t k = 0; k < n; k++)
+            buf[k] = raw_byte(i, k);
+        if (cx_sc_pi_write(w, buf, n, NULL) != (long)n)
+            FAIL("raw write %d", i);
+    }
+    const struct cx_format *f = fmt2();
+    struct rec2 recs[PER_SEG];
+    for (int i = 0; i < TYPED_SEGS; i++) {
+        for (int k = 0; k < PER_SEG; k++)
+            recs[k] = (struct rec2){.tag = -k, .step = i * PER_SEG + k, .energy = 0.5 * (i * PER_SEG + k)};
+        if (cx_sc_pi_write(wt, recs, PER_SEG, f) != PER_SEG)
+            FAIL("typed write %d", i);
+    }
+    if (cx_sc_pi_close(w) < 0 || cx_sc_pi_close(wt) < 0 || cx_sc_pi_space_close(s) < 0)
+        FAIL("close");
+    _exit(0);
+}
+
+static int attach_retry(const char *name, int s)
+{
+    for (int i = 0; i < 500; i++) {
+        int r = cx_sc_pi_attach(name, s);
+        if (r >= 0 || errno != ENOENT)
+            return r;
+        usleep(10000);
+    }
+    return -1;
+}
+
+static void app_reader(void)
+{
+    if (cx_sc_connect(E.sock_b) < 0)
+        FAIL("connect");
+    int s = cx_sc_pi_space_open(E.space_addr, NULL);
+    if (s < 0)
+        FAIL("space open");
+    int r = attach_retry("sc-raw", s);
+    if (r < 0)
+        FAIL("attach raw");
+    static uint8_t buf[300001];
+    int i = 0;
+    long n;
+    while ((n = cx_sc_pi_read_timeout(r, buf, sizeof buf, NULL, 20000)) >= 0) {
+        if ((size_t)n != raw_len(i))
+            FAIL("segment %d has %ld bytes, want %zu", i, n, raw_len(i));
+        for (size_t k = 0; k < (size_t)n; k++)
+            if (buf[k] != raw_byte(i, k))
+                FAIL("segment %d byte %zu", i, k);
+        i++;
+    }
+    if (errno != EPIPE || i != RAW_SEGS)
+        FAIL("raw pipe ended after %d segments with errno %d", i, errno);
+    if (cx_sc_pi_tell(r) != RAW_SEGS)
+        FAIL("tell %lld", (long long)cx_sc_pi_tell(r));
+    struct pi_reader_stats st;
+    if (cx_sc_pi_reader_stats(r, &st) < 0 || st.from_space + st.from_writer < RAW_SEGS)
+        FAIL("reader stats");
+    if (cx_sc_pi_detach(r) < 0)
+        FAIL("detach");
+    /* typed, converted into another layout by the reader's sidecar */
+    const struct cx_format *f = fmt1();
+    int rt = attach_retry("sc-typed", s);
+    if (rt < 0)
+        FAIL("attach typed");
+    struct rec1 recs[PER_SEG];
+    i = 0;
+    while ((n = cx_sc_pi_read_timeout(rt, recs, PER_SEG, f, 20000)) >= 0) {
+        if (n != PER_SEG)
+            FAIL("typed segment %d has %ld events", i, n);
+        for (int k = 0; k < PER_SEG; k++)
+            if (recs[k].step != i * PER_SEG + k || recs[k].energy != 0.5 * (i * PER_SEG + k))
+                FAIL("typed segment %d event %d: step %lld energy %g", i, k, (long long)recs[k].step,
+                     recs[k].energy);
+        i++;
+    }
+    if (errno != EPIPE || i != TYPED_SEGS)
+        FAIL("typed pipe ended after %d segments with errno %d", i, errno);
+    /* seek back and read segment 3 again */
+    if (cx_sc_pi_seek(rt, 3) < 0 || cx_sc_pi_read_timeout(rt, recs, PER_SEG, f, 5000) != PER_SEG ||
+        recs[0].step != 3 * PER_SEG)
+        FAIL("seek");
+    _exit(0);
+}
+
+static int wait_child(pid_t pid, int seconds)
+{
+    int st;
+    for (int i = 0; i < seconds * 100; i++) {
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+/* A sample from a metrics text: the value of the first line starting with `prefix`. */
+static double metric(const char *text, const char *prefix)
+{
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, prefix, strlen(prefix)) == 0) {
+            const char *sp = strchr(l, ' ');
+            return sp ? strtod(sp + 1, NULL) : -1;
+        }
+    return -1;
+}
+
+CX_TEST(pipe_segments_through_two_sidecars)
+{
+    if (access(CONFLUXD, X_OK) != 0)
+        CX_SKIP("%s is not built", CONFLUXD);
+    CX_CHECK_EQ_INT(env_up(), 0);
+    pid_t r = fork();
+    if (r == 0)
+        app_reader();
+    pid_t w = fork();
+    if (w == 0)
+        app_writer();
+    CX_CHECK_EQ_INT(wait_child(w, 60), 0);
+    CX_CHECK_EQ_INT(wait_child(r, 60), 0);
+    static char body[1 << 20];
+    CX_CHECK_EQ_INT(http_get(E.http_a, "/metrics", body, sizeof body), 200);
+    CX_CHECK(metric(body, "conflux_sidecar_requests_total{op=\"pi_write\"}") == RAW_SEGS + TYPED_SEGS);
+    CX_CHECK(metric(body, "conflux_sidecar_applications ") == 0); /* the writer is gone */
+    CX_CHECK_EQ_INT(http_get(E.http_b, "/metrics", body, sizeof body), 200);
+    CX_CHECK(metric(body, "conflux_sidecar_request_duration_seconds_count{op=\"pi_read\"}") >= RAW_SEGS + TYPED_SEGS);
+}
+
+/* ---- channels ---- */
+
+#define EVENTS 2000
+
+static void app_source(int idw, int gor, int readyr)
+{
+    if (cx_sc_connect(E.sock_a) < 0)
+        FAIL("connect");
+    const struct cx_format *f = fmt2();
+    struct cx_chan_ctx *ctx;
+    struct cx_chan *ch;
+    struct cx_chan_source *src;
+    if (cx_sc_chan_ctx_create(NULL, &ctx) < 0)
+        FAIL("ctx");
+    if (cx_sc_chan_create(ctx, &(struct cx_chan_opts){.format = f, .mode = CX_CHAN_RELIABLE}, &ch) < 0)
+        FAIL("create");
+    const char *id = cx_sc_chan_id(ch);
+    if (strncmp(id, "cx1:tcp://", 10) != 0 || cx_sc_chan_format(ch) != f || cx_sc_chan_mode(ch) != CX_CHAN_RELIABLE)
+        FAIL("channel id %s", id);
+    if (write(idw, id, strlen(id) + 1) < 0)
+        FAIL("write id");
+    char b;
+    if (read(readyr, &b, 1) != 1) /* the sink application subscribed both sinks */
+        FAIL("ready");
+    if (cx_sc_chan_wait_members(ch, 0, 1, 20000) < 0)
+        FAIL("wait for the sinks");
+    if (cx_sc_chan_source(ch, f, &src) < 0)
+        FAIL("source");
+    for (int i = 0; i < EVENTS; i++) {
+        struct rec2 ev = {.tag = 7, .step = i, .energy = i * 0.25};
+        if (cx_sc_chan_submit_wait(src, &ev, 10000) < 0)
+            FAIL("submit %d", i);
+    }
+    struct cx_chan_stats st;
+    cx_sc_chan_stats(ch, &st);
+    if (st.submitted != EVENTS)
+        FAIL("stats: %llu submitted", (unsigned long long)st.submitted);
+    if (read(gor, &b, 1) != 1) /* the test says when to go */
+        FAIL("go");
+    cx_sc_chan_source_close(src);
+    cx_sc_chan_close(ch);
+    cx_sc_chan_ctx_destroy(ctx);
+    _exit(0);
+}
+
+struct sink_check {
+    atomic_int typed, untyped, bad;
+    int64_t next;
+};
+
+static void on_typed(void *arg, const struct cx_chan_event *ev)
+{
+    struct sink_check *k = arg;
+    const struct rec1 *r = ev->data;
+    if (!r || r->step != k->next || r->energy != k->next * 0.25 || ev->seq != (uint64_t)k->next + 1)
+        k->bad++;
+    k->next++;
+    k->typed++;
+}
+
+static void on_untyped(void *arg, const struct cx_chan_event *ev)
+{
+    struct sink_check *k = arg;
+    if (ev->data || !ev->format || !ev->wire || ev->wire_len < 20 || strcmp(cx_format_name(ev->format), "rec"))
+        k->bad++;
+    k->untyped++;
+}
+
+static void app_sink(int idr, int readyw)
+{
+    char id[256] = "";
+    size_t n = 0;
+    while (n < sizeof id - 1 && read(idr, id + n, 1) == 1 && id[n])
+        n++;
+    if (cx_sc_connect(E.sock_b) < 0)
+        FAIL("connect");
+    const struct cx_format *f = fmt1();
+    struct cx_chan_ctx *ctx;
+    struct cx_chan *ch;
+    struct cx_chan_sink *k1, *k2;
+    static struct sink_check ck;
+    if (cx_sc_chan_ctx_create(NULL, &ctx) < 0)
+        FAIL("ctx");
+    if (cx_sc_chan_open(ctx, id, 10000, &ch) < 0)
+        FAIL("open %s", id);
+    if (!cx_sc_chan_format(ch) || strcmp(cx_format_name(cx_sc_chan_format(ch)), "rec"))
+        FAIL("the channel's format did not come through");
+    if (cx_sc_chan_sink(ch, &(struct cx_chan_sink_opts){.format = f}, on_typed, &ck, &k1) < 0 ||
+        cx_sc_chan_sink(ch, NULL, on_untyped, &ck, &k2) < 0)
+        FAIL("sinks");
+    if (write(readyw, "r", 1) != 1)
+        FAIL("ready");
+    for (int i = 0; i < 3000 && (ck.typed < EVENTS || ck.untyped < EVENTS); i++)
+        usleep(10000);
+    if (ck.typed != EVENTS || ck.untyped != EVENTS || ck.bad)
+        FAIL("%d typed, %d untyped, %d bad", (int)ck.typed, (int)ck.untyped, (int)ck.bad);
+    cx_sc_chan_sink_close(k1);
+    cx_sc_chan_sink_close(k2);
+    cx_sc_chan_close(ch);
+    _exit(0);
+}
+
+CX_TEST(channel_events_through_two_sidecars)
+{
+    if (access(CONFLUXD, X_OK) != 0)
+        CX_SKIP("%s is not built", CONFLUXD);
+    CX_CHECK_EQ_INT(env_up(), 0);
+    int idp[2], gop[2], rdp[2];
+    CX_CHECK(pipe(idp) == 0 && pipe(gop) == 0 && pipe(rdp) == 0);
+    pid_t src = fork();
+    if (src == 0)
+        app_source(idp[1], gop[0], rdp[0]);
+    pid_t snk = fork();
+    if (snk == 0)
+        app_sink(idp[0], rdp[1]);
+    int rc = wait_child(snk, 60);
+    static char body[1 << 20];
+    int code = http_get(E.http_a, "/metrics", body, sizeof body);
+    CX_CHECK(write(gop[1], "g", 1) == 1);
+    CX_CHECK_EQ_INT(wait_child(src, 30), 0);
+    CX_CHECK_EQ_INT(rc, 0);
+    CX_CHECK_EQ_INT(code, 200);
+    /* the source's sidecar counted them on its channel, over tcp */
+    const char *p = strstr(body, "conflux_channel_events_submitted_total{channel=\"cx1:tcp://");
+    CX_CHECK(p && strstr(p, "link=\"tcp\"} 2000\n"));
+    CX_CHECK(metric(body, "conflux_sidecar_requests_total{op=\"chan_submit\"}") == EVENTS);
+    CX_CHECK_EQ_INT(http_get(E.http_b, "/metrics", body, sizeof body), 200);
+    CX_CHECK(metric(body, "conflux_sidecar_events_to_apps_total") == 2 * EVENTS);
+    CX_CHECK(metric(body, "conflux_sidecar_event_drops_total") == 0);
+    close(idp[0]); close(idp[1]); close(gop[0]); close(gop[1]); close(rdp[0]); close(rdp[1]);
+}
+
+/* ---- best-effort submits stream into the ring without a reply ---- */
+
+#define STREAMED 20000
+
+static atomic_int g_streamed, g_stream_bad;
+static void on_streamed(void *arg, const struct cx_chan_event *ev)
+{
+    (void)arg;
+    const struct rec2 *r = ev->data;
+    if (!r || r->step != g_streamed || ev->seq != (uint64_t)g_streamed + 1)
+        g_stream_bad++;
+    g_streamed++;
+}
+
+static void app_streamer(void)
+{
+    if (cx_sc_connect(E.sock_b) < 0)
+        FAIL("connect");
+    const struct cx_format *f = fmt2();
+    struct cx_chan_ctx *ctx;
+    struct cx_chan *ch;
+    struct cx_chan_sink *k;
+    struct cx_chan_source *src;
+    if (cx_sc_chan_ctx_create(NULL, &ctx) < 0 ||
+        cx_sc_chan_create(ctx, &(struct cx_chan_opts){.format = f, .queue_limit = CX_CHAN_QUEUE_MAX}, &ch) < 0 ||
+        cx_sc_chan_sink(ch, &(struct cx_chan_sink_opts){.format = f}, on_streamed, NULL, &k) < 0 ||
+        cx_sc_chan_source(ch, f, &src) < 0)
+        FAIL("channel");
+    for (int i = 0; i < STREAMED; i++) {
+        struct rec2 ev = {.tag = 1, .step = i, .energy = i};
+        if (cx_sc_chan_submit(src, &ev) < 0)
+            FAIL("submit %d", i);
+    }
+    struct cx_chan_stats st;
+    cx_sc_chan_stats(ch, &st); /* waits until the sidecar ran every streamed submit */
+    if (st.submitted != STREAMED)
+        FAIL("%llu submitted", (unsigned long long)st.submitted);
+    for (int i = 0; i < 3000 && g_streamed < STREAMED; i++)
+        usleep(10000);
+    if (g_streamed != STREAMED || g_stream_bad || st.dropped)
+        FAIL("%d events, %d out of order, %llu dropped", (int)g_streamed, (int)g_stream_bad,
+             (unsigned long long)st.dropped);
+    cx_sc_chan_source_close(src);
+    cx_sc_chan_ctx_destroy(ctx); /* closes the channel and its sink */
+    _exit(0);
+}
+
+CX_TEST(best_effort_submits_stream_through_the_ring)
+{
+    if (access(CONFLUXD, X_OK) != 0)
+        CX_SKIP("%s is not built", CONFLUXD);
+    CX_CHECK_EQ_INT(env_up(), 0);
+    pid_t a = fork();
+    if (a == 0)
+        app_streamer();
+    CX_CHECK_EQ_INT(wait_child(a, 60), 0);
+    static char body[1 << 20];
+    CX_CHECK_EQ_INT(http_get(E.http_b, "/metrics", body, sizeof body), 200);
+    CX_CHECK(metric(body, "conflux_sidecar_requests_total{op=\"chan_submit\"}") == STREAMED);
+    CX_CHECK(metric(body, "conflux_sidecar_request_errors_total{op=\"chan_submit\"}") == 0);
+}
+
+/* ---- errors and cleanup ---- */
+
+static void app_errors(void)
+{
+    if (cx_sc_connect(E.sock_a) < 0)
+        FAIL("connect");
+    errno = 0;
+    if (cx_sc_pi_create("x", 999, PI_CREATE) != -1 || errno != EBADF)
+        FAIL("a bad space descriptor gave errno %d", errno);
+    int s = cx_sc_pi_space_open(E.space_addr, NULL);
+    int w = cx_sc_pi_create("sc-err", s, PI_CREATE);
+    if (s < 0 || w < 0)
+        FAIL("open");
+    if (cx_sc_pi_create("sc-err", s, PI_CREATE) != -1 || (errno != EBUSY && errno != EEXIST) || !strstr(cx_errmsg(), "sc-err"))
+        FAIL("a second writer: errno %d", errno);
+    static uint8_t big[600000];
+    if (cx_sc_pi_write(w, big, sizeof big, NULL) != -1 || errno != EMSGSIZE || !strstr(cx_errmsg(), "--ring-size"))
+        FAIL("an oversized segment: errno %d", errno);
+    if (cx_sc_pi_write(w, big, 1000, NULL) != 1000) /* and the connection still works */
+        FAIL("write after the error");
+    struct cx_chan_ctx *ctx;
+    struct cx_chan *ch;
+    if (cx_sc_chan_ctx_create(NULL, &ctx) < 0 || cx_sc_chan_open(ctx, "nonsense", 1000, &ch) != -EINVAL)
+        FAIL("a malformed channel id");
+    if (cx_sc_chan_create(ctx, NULL, &ch) < 0)
+        FAIL("create");
+    /* exit with the pipe and the channel still open: the sidecar closes them */
+    _exit(0);
+}
+
+CX_TEST(errors_come_back_and_a_gone_application_leaves_nothing)
+{
+    if (access(CONFLUXD, X_OK) != 0)
+        CX_SKIP("%s is not built", CONFLUXD);
+    CX_CHECK_EQ_INT(env_up(), 0);
+    pid_t a = fork();
+    if (a == 0)
+        app_errors();
+    CX_CHECK_EQ_INT(wait_child(a, 30), 0);
+    static char body[1 << 20];
+    double apps = -1;
+    for (int i = 0; i < 200 && apps != 0; i++) {
+        CX_CHECK_EQ_INT(http_get(E.http_a, "/metrics", body, sizeof body), 200);
+        apps = metric(body, "conflux_sidecar_applications ");
+        usleep(10000);
+    }
+    CX_CHECK(apps == 0);
+    CX_CHECK(!strstr(body, "pipe=\"sc-err\""));         /* the writer was closed */
+    CX_CHECK(!strstr(body, "conflux_channel_link{"));    /* and the channel */
+    CX_CHECK(metric(body, "conflux_sidecar_request_errors_total{op=\"pi_create\"}") >= 2);
+}
+
+CX_TEST(teardown)
+{
+    if (E_up <= 0)
+        return;
+    CX_CHECK_EQ_INT(proc_stop(&E.a, SIGTERM), 0);
+    CX_CHECK_EQ_INT(proc_stop(&E.b, SIGTERM), 0);
+    CX_CHECK_EQ_INT(proc_stop(&E.space, SIGTERM), 0);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", E.dir);
+    CX_CHECK_EQ_INT(system(cmd), 0);
+}
+
+CX_TEST_MAIN()
