@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The demo's components on this host, against a real space server: a sink, three stage
-# replicas and a source, as processes. Checks that the sink collects every result exactly
+# replicas and a source, as processes. MODE=sidecar gives each component a sidecar of its
+# own (confluxd --role=sidecar, as in a pod) and checks from its /metrics that the
+# component's calls went through it; the default runs them embedded. Checks that the sink collects every result exactly
 # once (converted from result_v2 to result_v1) and that the "summary" pipe holds them,
 # read back with the conflux CLI as JSON.
 #   demo/local_test.sh BIN_DIR DATAPLANE_BIN_DIR
 set -euo pipefail
 bin=$(realpath "$1"); dpbin=$(realpath "$2")
 SEGMENTS=${SEGMENTS:-120}
+MODE=${MODE:-embedded}
 STAGES=3
 work=$(mktemp -d /tmp/cxdemo.XXXXXX)
 pids=()
@@ -22,9 +25,33 @@ addr=$(grep -o 'tcp://[0-9.]*:[0-9]*' "$work/space.log" | head -1)
 [ -n "$addr" ] || fail "space server did not start"
 export CONFLUX_SPACE=$addr DEMO_SEGMENTS=$SEGMENTS DEMO_STAGES=$STAGES DEMO_PERIOD_MS=1
 
-"$bin/demo-sink" >"$work/sink.log" 2>&1 & pids+=($!)
-for r in $(seq 0 $((STAGES - 1))); do DEMO_RANK=$r "$bin/demo-stage" >"$work/stage$r.log" 2>&1 & pids+=($!); done
-"$bin/demo-source" >"$work/source.log" 2>&1 & pids+=($!)
+# run NAME PROGRAM: a component in the background; in sidecar mode with its own sidecar
+run() {
+  local name=$1 prog=$2
+  if [ "$MODE" = sidecar ]; then
+    "$dpbin/confluxd" --role=sidecar --socket="$work/$name.sock" --http=127.0.0.1:0 \
+      --listen=tcp://127.0.0.1:0 --quiet >"$work/$name.sidecar.out" 2>"$work/$name.sidecar.log" &
+    pids+=($!)
+    for _ in $(seq 100); do grep -q '^listening' "$work/$name.sidecar.out" 2>/dev/null && break; sleep 0.1; done
+    grep -q '^listening' "$work/$name.sidecar.out" || fail "the sidecar of $name did not start"
+    CONFLUX_SOCKET=$work/$name.sock "$prog" >"$work/$name.log" 2>&1 &
+  else
+    env -u CONFLUX_SOCKET "$prog" >"$work/$name.log" 2>&1 &
+  fi
+  pids+=($!)
+}
+# served NAME: requests the component's sidecar served (its /metrics)
+served() {
+  local http; http=$(awk '{print $4}' "$work/$1.sidecar.out")
+  exec 3<>"/dev/tcp/${http%:*}/${http#*:}"
+  printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3
+  awk '/^conflux_sidecar_requests_total/ {n += $2} END {print n + 0}' <&3
+  exec 3<&-
+}
+
+run sink "$bin/demo-sink"
+for r in $(seq 0 $((STAGES - 1))); do DEMO_RANK=$r run stage$r "$bin/demo-stage"; done
+run source "$bin/demo-source"
 
 for _ in $(seq 600); do grep -q "sink: complete" "$work/sink.log" && break; sleep 0.1; done
 grep -q "sink: complete" "$work/sink.log" || fail "the sink did not collect $SEGMENTS results in 60 s"
@@ -53,4 +80,9 @@ assert abs(seen[0]["mean"] - 31.96875) < 1e-9, seen[0]
 assert seen[0]["count"] == 64, seen[0]
 assert "max" not in seen[0] and "stage" not in seen[0], "v1 has no max/stage"
 PY
-echo "demo local test: 1 passed, 0 failed ($SEGMENTS segments, $STAGES stages, source -> pipe -> stages -> event channel (v2 -> v1) -> sink -> pipe)"
+if [ "$MODE" = sidecar ]; then
+  for c in sink stage0 source; do
+    n=$(served "$c"); [ "$n" -gt 0 ] || fail "the sidecar of $c served no request"
+  done
+fi
+echo "demo local test ($MODE): 1 passed, 0 failed ($SEGMENTS segments, $STAGES stages, source -> pipe -> stages -> event channel (v2 -> v1) -> sink -> pipe)"

@@ -102,6 +102,7 @@ copy_with_libs() {
         /*) lib=${line%% (*} ;; # the loader
       esac
       [ -n "$lib" ] || continue
+      case $lib in "$root"/*) continue ;; esac # shipped in the image already ($ORIGIN rpath)
       real=$(realpath "$lib")
       [ -e "$root$real" ] || { mkdir -p "$root$(dirname "$real")"; cp "$real" "$root$real"; }
       dir=$(realpath "$(dirname "$lib")")
@@ -149,9 +150,11 @@ build_demo() {
   step "demo image"
   local ctx=$WORK/demo root
   make -s -C "$CONFLUX_ROOT/demo" >/dev/null || die "make -C demo failed"
-  rm -rf "$ctx" && mkdir -p "$ctx/rootfs/usr/bin"
+  rm -rf "$ctx" && mkdir -p "$ctx/rootfs/usr/bin" "$ctx/rootfs/usr/lib"
   root=$ctx/rootfs
   install -m 0755 "$CONFLUX_ROOT"/demo/build/bin/demo-* "$root/usr/bin/"
+  # the SDK's libconflux, which the programs find in ../lib: through the pod's sidecar
+  install -m 0644 "$CONFLUX_ROOT/demo/build/lib/libconflux.so.0" "$root/usr/lib/"
   copy_with_libs "$root" "$root"/usr/bin/demo-*
   cp -r "$IMAGES_DIR/confluxd/files/." "$root/" # the same non-root user and nsswitch.conf
   mkdir -p "$root/tmp" && chmod 1777 "$root/tmp"
