@@ -88,7 +88,15 @@ spec:
       nodeSelectorTerms:
       - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [$node]}]
 YAML
-  sed -e "s/DEMO_TAG/$tag/g" -e "s/DEMO_SEGMENTS_VALUE/$SEGMENTS/g" "$CONFLUX_ROOT/demo/manifests/demo.yaml" | k apply -f -
+  # the webhooks may not answer for a few seconds after the operator turns Ready (the
+  # Service gets its endpoint, the certificate is written): apply until they do
+  local manifest err t0=$(date +%s)
+  manifest=$(sed -e "s/DEMO_TAG/$tag/g" -e "s/DEMO_SEGMENTS_VALUE/$SEGMENTS/g" "$CONFLUX_ROOT/demo/manifests/demo.yaml")
+  until err=$(k apply -f - <<<"$manifest" 2>&1 >/dev/null); do
+    grep -q 'failed calling webhook' <<<"$err" && (( $(date +%s) - t0 < 90 )) || die "kubectl apply: $err"
+    sleep 2
+  done
+  k -n "$NS" get space,channel,workflow -o name | sed 's/^/    applied /'
   step_done
 
   step "waiting for the space and the components"

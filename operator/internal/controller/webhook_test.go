@@ -32,6 +32,11 @@ func TestWebhookInjectsSidecar(t *testing.T) {
 	g.Expect(sc.Image).To(Equal(testImage))
 	g.Expect(sc.Args).To(ContainElement("--channels=a,b"))
 	g.Expect(sc.RestartPolicy).To(HaveValue(Equal(corev1.ContainerRestartPolicyAlways)))
+	// the app starts only once the sidecar's socket listens (startup probe on /readyz)
+	g.Expect(sc.Ports).To(ContainElement(HaveField("ContainerPort", int32(sidecar.MetricsPort))))
+	g.Expect(sc.StartupProbe).NotTo(BeNil())
+	g.Expect(sc.StartupProbe.HTTPGet.Path).To(Equal("/readyz"))
+	g.Expect(sc.LivenessProbe.HTTPGet.Path).To(Equal("/healthz"))
 	g.Expect(pod.Spec.Containers[0].Env).To(ContainElement(HaveField("Name", sidecar.SocketEnv)))
 	g.Expect(pod.Spec.Volumes).To(ContainElement(HaveField("Name", sidecar.RunVolume)))
 

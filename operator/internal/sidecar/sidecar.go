@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 const (
@@ -17,6 +18,10 @@ const (
 	RunVolume = "conflux-run"
 	// RunDir is where RunVolume is mounted in every container.
 	RunDir = "/run/conflux"
+	// MetricsPort serves the sidecar's /metrics, /healthz and /readyz (confluxd --http).
+	MetricsPort = 9464
+	// MetricsPortName names that port in the pod (Prometheus scrapes it by name).
+	MetricsPortName = "conflux-metrics"
 	// SocketEnv tells the application where the sidecar listens.
 	SocketEnv = "CONFLUX_SOCKET"
 )
@@ -81,13 +86,26 @@ func Container(cfg Config) corev1.Container {
 	if cfg.RestartPolicy != "" {
 		env = append(env, corev1.EnvVar{Name: "CONFLUX_RESTART_POLICY", Value: cfg.RestartPolicy})
 	}
+	probe := func(path string, period, failures int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(MetricsPortName)}},
+			PeriodSeconds:    period,
+			FailureThreshold: failures,
+		}
+	}
 	return corev1.Container{
 		Name:          ContainerName,
 		Image:         cfg.Image,
 		Args:          args,
 		Env:           env,
 		RestartPolicy: &always, // a native sidecar: starts before and outlives the app
-		VolumeMounts:  []corev1.VolumeMount{{Name: RunVolume, MountPath: RunDir}},
+		Ports:         []corev1.ContainerPort{{Name: MetricsPortName, ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP}},
+		// The app containers start once the startup probe passes (a native sidecar's
+		// contract), so the app never dials a socket that is not there yet.
+		StartupProbe:   probe("/readyz", 1, 60),
+		LivenessProbe:  probe("/healthz", 10, 3),
+		ReadinessProbe: probe("/readyz", 5, 3),
+		VolumeMounts:   []corev1.VolumeMount{{Name: RunVolume, MountPath: RunDir}},
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse("50m"),
 			corev1.ResourceMemory: resource.MustParse("64Mi"),
