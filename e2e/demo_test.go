@@ -34,7 +34,9 @@ const demoNs = "conflux-demo"
 //     result_v2 to its own result_v1 (a v2 producer and a v1 consumer), and the pipe
 //     "summary", read with the conflux CLI in a pod, holds N results;
 //  2. the Workflow is Ready and its three stage replicas run on at least two nodes, so the
-//     events crossed nodes;
+//     events crossed nodes; the sink's calls went through its pod's sidecar (its /metrics,
+//     read through the API server's pod proxy: requests served, every event delivered, the
+//     channel on a tcp link since no component asked for a fabric);
 //  3. the pipe outlives its space server: after the space pod is deleted and comes back,
 //     the CLI still reads N results from "summary";
 //  4. demo/demo.sh down leaves no namespace, release or volume behind.
@@ -99,6 +101,25 @@ func DemoSpec(ctx context.Context, t *testing.T, in DemoInput) {
 		t.Errorf("the 3 stage replicas run on %d node(s) (%q): want at least 2", len(distinct), nodes)
 	}
 
+	// 2b. the calls went through the pods' sidecars, over TCP (no fabric asked for)
+	sink, err := c.Kubectl(ctx, nil, "-n", demoNs, "get", "pods", "-l", "conflux.dev/component=sink", "-o", "jsonpath={.items[0].metadata.name}")
+	if err != nil || sink == "" {
+		t.Fatalf("sink pod: %q %v", sink, err)
+	}
+	metrics, err := c.Kubectl(ctx, nil, "get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:9464/proxy/metrics", demoNs, sink))
+	if err != nil {
+		t.Fatalf("the sink's sidecar metrics through the API server: %v", err)
+	}
+	if n := metricSum(metrics, "conflux_sidecar_requests_total"); n == 0 {
+		t.Errorf("the sink's sidecar served no request: the app did not go through it\n%s", metrics)
+	}
+	if n := metricSum(metrics, "conflux_channel_events_delivered_total"); n < float64(in.Segments) {
+		t.Errorf("the sink's sidecar delivered %v events, want at least %d", n, in.Segments)
+	}
+	if !strings.Contains(metrics, `link="tcp"`) {
+		t.Errorf("the sink's sidecar reports no tcp link for the results channel:\n%s", metrics)
+	}
+
 	// 3. the pipe outlives its space server
 	if _, err := c.Kubectl(ctx, nil, "-n", demoNs, "delete", "pod", "demo-0", "--wait=true", "--timeout=60s"); err != nil {
 		t.Fatalf("deleting the space pod: %v", err)
@@ -123,6 +144,22 @@ func DemoSpec(ctx context.Context, t *testing.T, in DemoInput) {
 }
 
 var jsonSegment = regexp.MustCompile(`"segment"`)
+
+// metricSum adds the values of every sample of a metric in Prometheus text.
+func metricSum(text, name string) float64 {
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		f := strings.Fields(line)
+		var v float64
+		if _, err := fmt.Sscan(f[len(f)-1], &v); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
 
 // demoSummaryCount reads the pipe "summary" with the CLI in a pod and counts its results.
 func demoSummaryCount(ctx context.Context, t *testing.T, c *Cluster) int {
