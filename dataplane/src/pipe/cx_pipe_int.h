@@ -25,6 +25,9 @@ struct pi_space {
     struct pi_options opts;
     struct cx_space_client *ctl; /* app threads' requests (lock: its own) */
     char my_addr[160];           /* where writers reach our readers */
+    char spill_dir[200];         /* readers' spill files (opts.spill_dir, copied) */
+    uint64_t *published;         /* format tokens stored in the space's format service */
+    size_t npublished, cap_published;
 };
 
 struct pi_reader {
@@ -63,6 +66,7 @@ struct pi_writer {
     uint32_t handle;
     uint64_t last;       /* last id written by this writer (its replay position) */
     uint64_t space_had;  /* what the space held when we opened: replays up to it are dropped */
+    int space_ended;     /* the pipe was closed already: an APPEND writer may only replay */
     struct pi_direct direct[PI_MAX_DIRECT];
     int ndirect;
     struct pi_retained *ret; /* ring of unacknowledged segments, window slots */
@@ -94,6 +98,10 @@ extern struct pi_global g_pi;
 
 /* -1 with errno from a negative errno (cx_errmsg already set). */
 int pi_fail(int rc);
+/* 0, or -ENAMETOOLONG / -EINVAL with a message, for a pipe name given to a pi_* call. */
+int pi_name_check(const char *name, const char *call);
+/* Stores t's description in space s's format service unless done before (pi_write). */
+int pi_format_publish(int s, const struct cx_format *t, int timeout_ms);
 double pi_now_ms(void);
 /* Starts the in-bound thread and its listener at addr if not yet (g_pi.mu held). */
 int pi_rt_start_locked(const char *addr);
@@ -115,6 +123,9 @@ void pi_writer_free(struct pi_writer *w);
 /* Typed segments (cx_pipe_seg.c). */
 long pi_seg_encode(const void *events, size_t n, const struct cx_format *t, uint8_t **out,
                    uint64_t *token);
+/* How many events of its format a segment holds (the format fetched from the space when
+ * unknown): -ENOENT, -EPROTO (raw bytes, or not a whole number of events). */
+long pi_seg_count(uint64_t wire_token, size_t len, const struct cx_format *t);
 long pi_seg_decode(uint64_t wire_token, uint8_t *seg, size_t len, void *out, size_t n,
                    const struct cx_format *t);
 

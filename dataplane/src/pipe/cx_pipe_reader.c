@@ -42,6 +42,9 @@ void pi_reader_free(struct pi_reader *r)
 
 int pi_attach(const char *name, int s)
 {
+    int rc0 = pi_name_check(name, "pi_attach");
+    if (rc0 < 0)
+        return pi_fail(rc0);
     pthread_mutex_lock(&g_pi.mu);
     struct pi_space *sp = pi_space_get(s);
     int d = sp ? pi_desc_alloc() : -EBADF;
@@ -55,7 +58,7 @@ int pi_attach(const char *name, int s)
     g_pi.desc[d].kind = -1; /* reserved while we talk to the space */
     char my_addr[160], spill[320];
     snprintf(my_addr, sizeof my_addr, "%s", sp->my_addr);
-    snprintf(spill, sizeof spill, "%s/conflux-pipe-%d-%d.spill", sp->opts.spill_dir ? sp->opts.spill_dir : "/tmp",
+    snprintf(spill, sizeof spill, "%s/conflux-pipe-%d-%d.spill", sp->spill_dir,
              (int)getpid(), d);
     size_t mem = sp->opts.reader_mem;
     pthread_mutex_unlock(&g_pi.mu);
@@ -92,12 +95,18 @@ static int stream_open(struct pi_reader *r)
     struct pi_space *sp = &g_pi.spaces[r->space];
     struct cx_space_pipe_info info;
     int rc = cx_space_connect(sp->addr, &r->stream);
+    /* the name still names our pipe? (a GET would bind an unlinked name to a new one) */
+    if (rc == 0 && ((rc = cx_space_lookup(r->stream, r->name, &info)) == -ENOENT ||
+                    (rc == 0 && info.pipe_id != r->pipe_id)))
+        rc = cx_err_set(ENOENT, "pipe '%s' was unlinked%s", r->name,
+                        rc == 0 ? " (the name now names another pipe)" : "");
     /* (re-)register with the space on this connection: after a restart of the space the
      * writer learns of us again (registrations live as long as their connection) */
     if (rc == 0)
         rc = cx_space_get(r->stream, r->name, 0, sp->my_addr, &info);
-    if (rc == 0 && (rc = cx_space_read_start(r->stream, r->name, cx_pipe_buf_next(r->buf),
-                                             &r->stream_handle, &info)) < 0)
+    if (rc == 0)
+        rc = cx_space_read_start(r->stream, r->name, cx_pipe_buf_next(r->buf), &r->stream_handle, &info);
+    if (rc < 0)
         stream_drop(r);
     if (rc == -ENOENT || rc == -ENODATA) { /* unlinked, or what we need was dropped: tell pi_read */
         r->err = rc;
@@ -219,17 +228,30 @@ long pi_read_timeout(int d, void *b, size_t len, const struct cx_format *t, int 
             pthread_mutex_unlock(&g_pi.mu);
             return pi_fail(rc);
         }
-        if (rc == 1) {
-            if (!t) {
-                if (seg.len > len) {
-                    pthread_mutex_unlock(&g_pi.mu);
-                    return pi_fail(cx_err_set(EMSGSIZE, "segment %llu has %u bytes, the buffer %zu",
-                                              (unsigned long long)seg.id - 1, seg.len, len));
-                }
-                rc = cx_pipe_buf_take(r->buf, b, len);
+        if (rc == 1 && !t) {
+            if (seg.len > len) { /* the segment stays for a call with a bigger buffer */
                 pthread_mutex_unlock(&g_pi.mu);
-                return rc < 0 ? pi_fail(rc) : (long)seg.len;
+                return pi_fail(cx_err_set(EMSGSIZE, "segment %llu has %u bytes, the buffer %zu",
+                                          (unsigned long long)seg.id - 1, seg.len, len));
             }
+            rc = cx_pipe_buf_take(r->buf, b, len);
+            pthread_mutex_unlock(&g_pi.mu);
+            return rc < 0 ? pi_fail(rc) : (long)seg.len;
+        }
+        if (rc == 1) {
+            /* typed: check it fits before taking it (the format may be fetched from the
+             * space: not under the lock), so a failed read consumes nothing */
+            pthread_mutex_unlock(&g_pi.mu);
+            long count = pi_seg_count(seg.format, seg.len, t);
+            if (count < 0)
+                return pi_fail(cx_err_wrap((int)count, "segment %llu", (unsigned long long)seg.id - 1));
+            if ((size_t)count > len)
+                return pi_fail(cx_err_set(EMSGSIZE, "segment %llu holds %ld events, the buffer %zu",
+                                          (unsigned long long)seg.id - 1, count, len));
+            pthread_mutex_lock(&g_pi.mu);
+            struct cx_pipe_seg again;
+            if (!(r = reader_get(d)) || cx_pipe_buf_peek(r->buf, &again) != 1 || again.id != seg.id)
+                continue; /* changed under us (a seek): look again */
             uint8_t *tmp = malloc(seg.len ? seg.len : 1);
             rc = tmp ? cx_pipe_buf_take(r->buf, tmp, seg.len) : cx_err_set(ENOMEM, "segment");
             pthread_mutex_unlock(&g_pi.mu);

@@ -93,6 +93,9 @@ static int open_on_space(struct pi_writer *w, const char *addr, int mode, struct
 
 int pi_create(const char *name, int s, int mode)
 {
+    int rc0 = pi_name_check(name, "pi_create");
+    if (rc0 < 0)
+        return pi_fail(rc0);
     if (mode != PI_CREATE && mode != PI_APPEND)
         return pi_fail(cx_err_set(EINVAL, "pi_create mode %d (PI_CREATE or PI_APPEND)", mode));
     pthread_mutex_lock(&g_pi.mu);
@@ -128,6 +131,7 @@ int pi_create(const char *name, int s, int mode)
     }
     w->pipe_id = info.pipe_id;
     w->space_had = info.last_id;
+    w->space_ended = info.ended;
     for (int i = 0; i < info.naddrs; i++) /* the known readers (#12-#13) */
         direct_add(w, info.addrs[i]);
     pthread_mutex_lock(&g_pi.mu);
@@ -216,6 +220,9 @@ long pi_write(int d, const void *b, size_t len, const struct cx_format *t)
     pthread_mutex_unlock(&g_pi.mu);
     if (!w)
         return pi_fail(-EBADF);
+    int prc = t ? pi_format_publish(w->space, t, timeout) : 0; /* readers anywhere can decode */
+    if (prc < 0)
+        return pi_fail(cx_err_wrap(prc, "pi_write '%s'", w->name));
     uint8_t *enc = NULL;
     uint64_t token = 0;
     long bytes = (long)len;
@@ -224,7 +231,11 @@ long pi_write(int d, const void *b, size_t len, const struct cx_format *t)
     const void *payload = t ? enc : b;
     uint64_t id = ++w->last;
     int rc = 0;
-    if (id > w->space_had) { /* a replayed write the space holds is dropped (recovery) */
+    if (id > w->space_had && w->space_ended) /* the redone run went past its own close */
+        rc = cx_err_set(EPIPE, "the pipe was closed after its %llu segments: a writer opened "
+                        "with PI_APPEND replays them, nothing can follow the end",
+                        (unsigned long long)w->space_had);
+    else if (id > w->space_had) { /* a replayed write the space holds is dropped (recovery) */
         rc = space_send(w, id, token, payload, (size_t)bytes, timeout);
         if (rc == 0) {
             struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .seq = id, .format = token};
