@@ -442,9 +442,14 @@ int cx_segstore_sync(struct cx_seg_pipe *p)
 {
     int rc = 0;
     pthread_mutex_lock(&p->mu);
-    if (p->wfd >= 0 && fdatasync(p->wfd) < 0)
+    if (!p->dirty) {
+        pthread_mutex_unlock(&p->mu);
+        return 0;
+    }
+    if (p->wfd >= 0 && fdatasync(p->wfd) < 0) {
         rc = cx_err_set(errno, "pipe '%s': fdatasync: %s", p->name, strerror(errno));
-    else {
+        p->broken = 1;
+    } else {
         p->dirty = 0;
         p->last_sync_ns = now_ns();
     }
@@ -628,7 +633,7 @@ static int write_record(struct cx_seg_pipe *p, const struct cx_seglog_hdr *h,
 static int after_write(struct cx_seg_pipe *p)
 {
     p->dirty = 1;
-    int every = p->opts.fsync == CX_SEG_FSYNC_EVERY ||
+    int every = (p->opts.fsync == CX_SEG_FSYNC_EVERY && !p->opts.defer_sync) ||
                 (p->opts.fsync == CX_SEG_FSYNC_INTERVAL &&
                  now_ns() - p->last_sync_ns >= (uint64_t)p->opts.fsync_interval_ms * 1000000u);
     if (every) {
