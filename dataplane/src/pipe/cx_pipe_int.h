@@ -39,6 +39,10 @@ struct pi_reader {
     struct cx_space_client *stream; /* the space's stream, driven by the in-bound thread */
     uint32_t stream_handle;
     int stream_done;            /* the space said END */
+    int paused;                 /* the space's stream is stopped: the writer's is ahead */
+    unsigned space_dups;        /* consecutive duplicates from the space's stream */
+    uint64_t progress_next;     /* buffer position at progress_at (stall detection) */
+    double progress_at;
     double retry_at;            /* when to reconnect the stream */
     int err;                    /* a lasting error for pi_read */
     char errmsg[256];
@@ -114,6 +118,8 @@ struct cx_space_client *pi_space_ctl(int s, struct cx_space_client *failed);
 
 /* The in-bound thread's share of reader work (g_pi.mu held): returns work done. */
 int pi_reader_service(struct pi_reader *r);
+/* The writer's direct link for pipe_id closed: its readers resume the space's stream. */
+void pi_reader_direct_gone(uint64_t pipe_id);
 /* A segment from a writer's direct link for pipe_id (g_pi.mu held). */
 void pi_reader_offer_direct(uint64_t pipe_id, const struct cx_frame_hdr *h, const void *p, size_t len);
 int pi_reader_fds(struct pollfd *pf, int cap);

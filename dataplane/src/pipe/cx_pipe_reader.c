@@ -14,6 +14,12 @@
 #include <unistd.h>
 
 #define RETRY_MS 200
+/* The space's stream stops once it brings only duplicates (PAUSE_DUPS in a row: the
+ * writer's direct stream is ahead), which halves what crosses into the reader, and comes
+ * back when the reader makes no progress for STALL_MS (a gap, a writer that stopped
+ * streaming) or the writer's link closes. */
+#define PAUSE_DUPS 64
+#define STALL_MS 50
 
 static struct pi_reader *reader_get(int d)
 {
@@ -116,10 +122,42 @@ static int stream_open(struct pi_reader *r)
     return rc;
 }
 
+static void stream_pause(struct pi_reader *r)
+{
+    if (cx_space_stop(r->stream, r->stream_handle) < 0) {
+        stream_drop(r); /* reconnects when it resumes */
+        r->retry_at = 0;
+    }
+    r->paused = 1;
+    r->space_dups = 0;
+}
+
+void pi_reader_direct_gone(uint64_t pipe_id)
+{
+    for (int i = 0; i < PI_MAX_DESC; i++)
+        if (g_pi.desc[i].kind == PI_READER && g_pi.desc[i].r->pipe_id == pipe_id)
+            g_pi.desc[i].r->progress_at = 0; /* counts as stalled: resume now */
+}
+
 int pi_reader_service(struct pi_reader *r)
 {
     if (r->err || r->stream_done)
         return 0;
+    double now = pi_now_ms();
+    uint64_t next = cx_pipe_buf_next(r->buf);
+    if (next != r->progress_next) {
+        r->progress_next = next;
+        r->progress_at = now;
+    }
+    if (r->paused) {
+        if (now - r->progress_at < STALL_MS)
+            return 0;
+        r->paused = 0; /* stalled: the space brings what the writer's stream did not */
+        struct cx_space_pipe_info info;
+        if (r->stream && cx_space_read_start(r->stream, r->name, next, &r->stream_handle, &info) < 0)
+            stream_drop(r);
+        r->progress_at = now;
+    }
     if (!r->stream) {
         if (pi_now_ms() < r->retry_at)
             return 0;
@@ -167,7 +205,12 @@ int pi_reader_service(struct pi_reader *r)
             break;
         }
         r->st.from_space += rc == 1;
+        r->space_dups = rc == 1 ? 0 : r->space_dups + 1;
         work++;
+        if (r->space_dups >= PAUSE_DUPS) {
+            stream_pause(r);
+            break;
+        }
     }
     if (work || r->err)
         pthread_cond_broadcast(&r->cv);
@@ -198,7 +241,7 @@ int pi_reader_fds(struct pollfd *pf, int cap)
 {
     int n = 0;
     for (int i = 0; i < PI_MAX_DESC && n < cap; i++)
-        if (g_pi.desc[i].kind == PI_READER && g_pi.desc[i].r->stream)
+        if (g_pi.desc[i].kind == PI_READER && g_pi.desc[i].r->stream && !g_pi.desc[i].r->paused)
             pf[n++] = (struct pollfd){.fd = cx_space_client_fd(g_pi.desc[i].r->stream), .events = POLLIN};
     return n;
 }
@@ -286,6 +329,8 @@ int pi_seek(int d, uint64_t seg)
     if (r) { /* restart both streams at seg: the space's from there, the writer's dedupes */
         cx_pipe_buf_reset(r->buf, seg + 1);
         stream_drop(r);
+        r->paused = 0;
+        r->space_dups = 0;
         r->stream_done = 0;
         r->err = 0;
         r->retry_at = 0;

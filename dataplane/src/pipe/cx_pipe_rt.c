@@ -98,6 +98,7 @@ static int service_inbound(void)
         struct pi_inbound *ib = *pp;
         int n = cx_link_progress(ib->link, on_inbound, ib, 256);
         if (n < 0) { /* the writer left: its readers go on from the space */
+            pi_reader_direct_gone(ib->pipe_id);
             *pp = ib->next;
             cx_link_close(ib->link);
             free(ib);

@@ -205,8 +205,12 @@ static void direct_send(struct pi_writer *w, const struct cx_frame_hdr *h, const
         struct pi_direct *dl = &w->direct[i];
         if (!dl->link)
             continue;
+        /* progress (flushing what the socket did not take, noticing a reader that left)
+         * only when something is queued or every 64 segments: a receive per segment that
+         * finds nothing is a wasted system call */
         if (cx_link_send(dl->link, h, &iov, len ? 1 : 0) < 0 ||
-            cx_link_progress(dl->link, no_recv, NULL, 64) < 0 ||
+            ((cx_link_pending(dl->link) || (h->seq & 63) == 0) &&
+             cx_link_progress(dl->link, no_recv, NULL, 64) < 0) ||
             cx_link_pending(dl->link) > DIRECT_MAX_QUEUE)
             direct_drop(dl);
     }
