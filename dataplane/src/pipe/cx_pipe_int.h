@@ -40,6 +40,7 @@ struct pi_reader {
     uint32_t stream_handle;
     int stream_done;            /* the space said END */
     int paused;                 /* the space's stream is stopped: the writer's is ahead */
+    int wake;                   /* the writer's stream brought something: signal cv once */
     unsigned space_dups;        /* consecutive duplicates from the space's stream */
     uint64_t progress_next;     /* buffer position at progress_at (stall detection) */
     double progress_at;
@@ -75,6 +76,13 @@ struct pi_writer {
     int ndirect;
     struct pi_retained *ret; /* ring of unacknowledged segments, window slots */
     uint32_t window;
+    /* corking: the writer's links hold small segments back (TCP_CORK) so they leave in
+     * full packets; what waits is pushed out by the next full packet, by any call that
+     * waits for the space, or by the in-bound thread within about 1 ms (pi_writer_flush) */
+    pthread_mutex_t cork_mu; /* the links' sockets, against the in-bound thread's flush */
+    int corked;              /* corking on (off from pi_close on) */
+    int dirty;               /* bytes may wait in a corked socket */
+    double dirty_at;
 };
 
 enum { PI_FREE = 0, PI_READER = 1, PI_WRITER = 2 };
@@ -89,6 +97,7 @@ struct pi_global {
     pthread_mutex_t mu;
     struct pi_space spaces[PI_MAX_SPACES];
     struct pi_desc desc[PI_MAX_DESC];
+    int desc_hi; /* descriptors at or above it were never used: loops stop there */
     /* the in-bound thread and its listener */
     int started, stop;
     pthread_t thread;
@@ -125,6 +134,9 @@ void pi_reader_offer_direct(uint64_t pipe_id, const struct cx_frame_hdr *h, cons
 int pi_reader_fds(struct pollfd *pf, int cap);
 void pi_reader_free(struct pi_reader *r);
 void pi_writer_free(struct pi_writer *w);
+/* Pushes out what waits in a writer's corked sockets when it waited at least min_ms;
+ * returns 1 when something still waits (call again within a millisecond). */
+int pi_writer_flush(struct pi_writer *w, double min_ms);
 
 /* Typed segments (cx_pipe_seg.c). */
 long pi_seg_encode(const void *events, size_t n, const struct cx_format *t, uint8_t **out,

@@ -134,13 +134,17 @@ static void stream_pause(struct pi_reader *r)
 
 void pi_reader_direct_gone(uint64_t pipe_id)
 {
-    for (int i = 0; i < PI_MAX_DESC; i++)
+    for (int i = 0; i < g_pi.desc_hi; i++)
         if (g_pi.desc[i].kind == PI_READER && g_pi.desc[i].r->pipe_id == pipe_id)
             g_pi.desc[i].r->progress_at = 0; /* counts as stalled: resume now */
 }
 
 int pi_reader_service(struct pi_reader *r)
 {
+    if (r->wake) { /* one wake-up per batch from the writer's stream, not per segment */
+        r->wake = 0;
+        pthread_cond_broadcast(&r->cv);
+    }
     if (r->err || r->stream_done)
         return 0;
     double now = pi_now_ms();
@@ -219,7 +223,7 @@ int pi_reader_service(struct pi_reader *r)
 
 void pi_reader_offer_direct(uint64_t pipe_id, const struct cx_frame_hdr *h, const void *p, size_t len)
 {
-    for (int i = 0; i < PI_MAX_DESC; i++) {
+    for (int i = 0; i < g_pi.desc_hi; i++) {
         if (g_pi.desc[i].kind != PI_READER || g_pi.desc[i].r->pipe_id != pipe_id)
             continue;
         struct pi_reader *r = g_pi.desc[i].r;
@@ -233,14 +237,14 @@ void pi_reader_offer_direct(uint64_t pipe_id, const struct cx_frame_hdr *h, cons
             }
             r->st.from_writer += rc == 1;
         }
-        pthread_cond_broadcast(&r->cv);
+        r->wake = 1; /* signalled by pi_reader_service, after this batch */
     }
 }
 
 int pi_reader_fds(struct pollfd *pf, int cap)
 {
     int n = 0;
-    for (int i = 0; i < PI_MAX_DESC && n < cap; i++)
+    for (int i = 0; i < g_pi.desc_hi && n < cap; i++)
         if (g_pi.desc[i].kind == PI_READER && g_pi.desc[i].r->stream && !g_pi.desc[i].r->paused)
             pf[n++] = (struct pollfd){.fd = cx_space_client_fd(g_pi.desc[i].r->stream), .events = POLLIN};
     return n;

@@ -59,8 +59,11 @@ struct pi_space *pi_space_get(int s)
 int pi_desc_alloc(void)
 {
     for (int i = 0; i < PI_MAX_DESC; i++)
-        if (g_pi.desc[i].kind == PI_FREE)
+        if (g_pi.desc[i].kind == PI_FREE) {
+            if (i >= g_pi.desc_hi)
+                g_pi.desc_hi = i + 1;
             return i;
+        }
     return cx_err_set(EMFILE, "all %d pipe descriptors are in use", PI_MAX_DESC);
 }
 
@@ -117,18 +120,24 @@ static void *inbound_thread(void *arg)
     pthread_mutex_lock(&g_pi.mu);
     while (!g_pi.stop) {
         int work = service_inbound();
-        for (int i = 0; i < PI_MAX_DESC; i++)
+        int writers_wait = 0; /* segments held in a writer's corked socket for 1 ms go */
+        for (int i = 0; i < g_pi.desc_hi; i++)
             if (g_pi.desc[i].kind == PI_READER)
                 work += pi_reader_service(g_pi.desc[i].r);
-        if (work)
+            else if (g_pi.desc[i].kind == PI_WRITER)
+                writers_wait |= pi_writer_flush(g_pi.desc[i].w, 1.0);
+        if (work) { /* let the application's calls in between batches */
+            pthread_mutex_unlock(&g_pi.mu);
+            pthread_mutex_lock(&g_pi.mu);
             continue;
+        }
         int n = 0;
         pf[n++] = (struct pollfd){.fd = g_pi.lops->listener_fd(g_pi.listener), .events = POLLIN};
         for (struct pi_inbound *ib = g_pi.in; ib && n < 64; ib = ib->next)
             pf[n++] = (struct pollfd){.fd = cx_link_fd(ib->link), .events = POLLIN};
         n += pi_reader_fds(pf + n, (int)(sizeof pf / sizeof pf[0]) - n);
         pthread_mutex_unlock(&g_pi.mu);
-        poll(pf, (nfds_t)n, 20); /* 20 ms: reconnect timers and seeks need no fd */
+        poll(pf, (nfds_t)n, writers_wait ? 1 : 20); /* 20 ms: reconnect timers and seeks need no fd */
         pthread_mutex_lock(&g_pi.mu);
     }
     pthread_mutex_unlock(&g_pi.mu);
@@ -143,6 +152,7 @@ static void atfork_child(void)
     pthread_mutex_init(&g_pi.mu, NULL);
     memset(g_pi.spaces, 0, sizeof g_pi.spaces);
     memset(g_pi.desc, 0, sizeof g_pi.desc);
+    g_pi.desc_hi = 0;
     g_pi.started = 0;
     g_pi.in = NULL;
     g_pi.listener = NULL;
@@ -257,7 +267,7 @@ int pi_space_close(int s)
         pthread_mutex_unlock(&g_pi.mu);
         return pi_fail(-EBADF);
     }
-    for (int i = 0; i < PI_MAX_DESC; i++)
+    for (int i = 0; i < g_pi.desc_hi; i++)
         if ((g_pi.desc[i].kind == PI_READER && g_pi.desc[i].r->space == s) ||
             (g_pi.desc[i].kind == PI_WRITER && g_pi.desc[i].w->space == s)) {
             pthread_mutex_unlock(&g_pi.mu);
