@@ -98,6 +98,7 @@ struct pi_global {
     struct pi_space spaces[PI_MAX_SPACES];
     struct pi_desc desc[PI_MAX_DESC];
     int desc_hi; /* descriptors at or above it were never used: loops stop there */
+    int wake_fd; /* eventfd: a new reader or a seek wakes the in-bound thread (-1: none) */
     /* the in-bound thread and its listener */
     int started, stop;
     pthread_t thread;
@@ -118,6 +119,8 @@ int pi_format_publish(int s, const struct cx_format *t, int timeout_ms);
 double pi_now_ms(void);
 /* Starts the in-bound thread and its listener at addr if not yet (g_pi.mu held). */
 int pi_rt_start_locked(const char *addr);
+/* Wakes the in-bound thread (a reader to serve now, not at its next poll timeout). */
+void pi_rt_wake(void);
 /* A free descriptor slot (g_pi.mu held). */
 int pi_desc_alloc(void);
 struct pi_space *pi_space_get(int s);

@@ -91,6 +91,7 @@ int pi_attach(const char *name, int s)
     pthread_cond_init(&r->cv, NULL);
     g_pi.desc[d] = (struct pi_desc){.kind = PI_READER, .r = r};
     pthread_mutex_unlock(&g_pi.mu);
+    pi_rt_wake(); /* its stream from the space opens now */
     return d;
 }
 
@@ -340,6 +341,8 @@ int pi_seek(int d, uint64_t seg)
         r->retry_at = 0;
     }
     pthread_mutex_unlock(&g_pi.mu);
+    if (r)
+        pi_rt_wake();
     return r ? 0 : pi_fail(-EBADF);
 }
 

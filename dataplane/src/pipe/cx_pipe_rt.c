@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -23,7 +24,15 @@ struct pi_inbound {
     struct pi_inbound *next;
 };
 
-struct pi_global g_pi = {.mu = PTHREAD_MUTEX_INITIALIZER};
+struct pi_global g_pi = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake_fd = -1};
+
+void pi_rt_wake(void)
+{
+    uint64_t one = 1;
+    if (g_pi.wake_fd >= 0 && write(g_pi.wake_fd, &one, sizeof one) < 0) {
+        /* the counter is full: the thread has a wake-up pending anyway */
+    }
+}
 
 int pi_fail(int rc)
 {
@@ -133,11 +142,17 @@ static void *inbound_thread(void *arg)
         }
         int n = 0;
         pf[n++] = (struct pollfd){.fd = g_pi.lops->listener_fd(g_pi.listener), .events = POLLIN};
+        if (g_pi.wake_fd >= 0)
+            pf[n++] = (struct pollfd){.fd = g_pi.wake_fd, .events = POLLIN};
         for (struct pi_inbound *ib = g_pi.in; ib && n < 64; ib = ib->next)
             pf[n++] = (struct pollfd){.fd = cx_link_fd(ib->link), .events = POLLIN};
         n += pi_reader_fds(pf + n, (int)(sizeof pf / sizeof pf[0]) - n);
         pthread_mutex_unlock(&g_pi.mu);
-        poll(pf, (nfds_t)n, writers_wait ? 1 : 20); /* 20 ms: reconnect timers and seeks need no fd */
+        poll(pf, (nfds_t)n, writers_wait ? 1 : 20); /* 20 ms: reconnect timers */
+        uint64_t cnt;
+        if (g_pi.wake_fd >= 0 && read(g_pi.wake_fd, &cnt, sizeof cnt) < 0) {
+            /* nothing was pending (non-blocking) */
+        }
         pthread_mutex_lock(&g_pi.mu);
     }
     pthread_mutex_unlock(&g_pi.mu);
@@ -153,6 +168,7 @@ static void atfork_child(void)
     memset(g_pi.spaces, 0, sizeof g_pi.spaces);
     memset(g_pi.desc, 0, sizeof g_pi.desc);
     g_pi.desc_hi = 0;
+    g_pi.wake_fd = -1; /* the parent's: the child makes its own when it starts pipes */
     g_pi.started = 0;
     g_pi.in = NULL;
     g_pi.listener = NULL;
@@ -173,6 +189,8 @@ int pi_rt_start_locked(const char *addr)
         return cx_err_wrap(rc, "pipe readers' listener");
     snprintf(g_pi.listen_addr, sizeof g_pi.listen_addr, "%s", g_pi.lops->listener_addr(g_pi.listener));
     g_pi.stop = 0;
+    if (g_pi.wake_fd < 0)
+        g_pi.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* -1: timeouts only */
     if ((rc = pthread_create(&g_pi.thread, NULL, inbound_thread, NULL)) != 0) {
         g_pi.lops->listener_close(g_pi.listener);
         return cx_err_set(rc, "in-bound thread: %s", strerror(rc));
@@ -396,6 +414,7 @@ int pi_shutdown(void)
     int started = g_pi.started;
     g_pi.stop = 1;
     pthread_mutex_unlock(&g_pi.mu);
+    pi_rt_wake();
     if (started)
         pthread_join(g_pi.thread, NULL);
     pthread_mutex_lock(&g_pi.mu);
