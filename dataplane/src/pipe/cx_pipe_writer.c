@@ -345,6 +345,9 @@ int pi_close(int d)
         struct cx_space_pipe_info info;
         rc = cx_space_lookup(w->c, w->name, &info);
     }
+    if (rc == 0) /* the space lets the pipe go now, not when it notices the disconnect:
+                  * an unlink or APPEND right after pi_close finds it closed */
+        cx_space_stop(w->c, w->handle);
     struct cx_frame_hdr end = {.type = CX_FRAME_DATA, .flags = CX_FRAME_F_END, .seq = last};
     direct_send(w, &end, NULL, 0);
     for (int i = 0; i < w->ndirect; i++)

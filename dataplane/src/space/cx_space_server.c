@@ -641,11 +641,8 @@ static void on_segment(struct conn *c, const struct cx_frame_hdr *h, const void 
     if (h->seq > hd->ack_due)
         hd->ack_due = h->seq;
     hd->ack_pending = 1;
-    if (h->flags & CX_FRAME_F_END) {
+    if (h->flags & CX_FRAME_F_END)
         hd->end_acked = 1;
-        if (p->writer == c && p->writer_handle == hd->id)
-            p->writer = NULL; /* closed: no writer from the END on (unlink, APPEND may follow) */
-    }
     p->pump_due = 1; /* its readers are pushed once the batch is in (conn_poll) */
 }
 
