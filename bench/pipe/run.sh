@@ -35,6 +35,8 @@ else
 fi
 UDP_THREADS=${UDP_THREADS:-2}
 WINDOW=${WINDOW:-32}
+PACK=${PACK:-16}               # lookups packed per datagram in the packed UDP mode
+PACK_WINDOW=${PACK_WINDOW:-64} # lookups in flight per client in that mode
 SIZES=${SIZES:-"1024 65536 1048576"}
 NAMES=25366 # the paper's name count
 
@@ -105,11 +107,12 @@ start_space "$tmp/lookup" none --udp-threads="$UDP_THREADS"
 lpid=$SPACE_PID
 for rep in $(seq "$REPS"); do
   for c in $CLIENTS; do
-    for m in "udp lib 1" "udp win 1" "udp win $WINDOW" "tcp lib 1" "tcp win $WINDOW"; do
+    for m in "udp lib 1 1" "udp win 1 1" "udp win $WINDOW 1" "udp win $PACK_WINDOW $PACK" "tcp lib 1 1" \
+             "tcp win $WINDOW 1"; do
       set -- $m
       tagged "\"bench\":\"lookup\",\"rep\":$rep" \
-        "$lookup" run --proto "$1" --mode "$2" --window "$3" --addr "$SPACE_ADDR" --udp "$SPACE_UDP" \
-        --names "$NAMES" --clients "$c" --seconds "$SECS"
+        "$lookup" run --proto "$1" --mode "$2" --window "$3" --per-datagram "$4" --addr "$SPACE_ADDR" \
+        --udp "$SPACE_UDP" --names "$NAMES" --clients "$c" --seconds "$SECS"
     done
   done
 done
@@ -140,6 +143,7 @@ stop "$NATS_PID"
 cmdline="bench/pipe/run.sh $args"
 python3 "$here/report.py" --raw "$raw" --json "$out/pipe.json" --md "$out/pipe.md" \
   --command "$cmdline" --quick "$quick" --udp-threads "$UDP_THREADS" --window "$WINDOW" \
+  --pack "$PACK" --pack-window "$PACK_WINDOW" \
   --nats-version "$(nats-server --version 2>&1 | head -1)" \
   --commit "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 cat "$out/pipe.md"

@@ -22,6 +22,14 @@
  * reader into the reader's t (fields matched by name, ../format/). With t NULL a segment
  * is `len` raw bytes. Positions are 0-based as in the paper: segment 0 is the first.
  *
+ * Formats: the first pi_write of each format t on a space stores t's description in the
+ * space's format service, so a reader in any process (which may never have seen t) can
+ * convert the segment; a write whose format the space refuses or cannot be reached for
+ * fails (-1) before anything of it is sent.
+ *
+ * Names: 1..127 bytes of [A-Za-z0-9._:-], starting with a letter or digit; a longer name
+ * fails with ENAMETOOLONG (never truncated), another bad one with EINVAL.
+ *
  * Errors: calls return -1 (pi_read also at the end of the pipe, with errno EPIPE) and set
  * errno; cx_errmsg() says what happened ("pipe 'results' has a writer already").
  *
@@ -48,7 +56,10 @@ struct pi_options {
                              * ("tcp://0.0.0.0:0"; the default, NULL, is tcp on the address
                              * this process uses to reach the space, any port) */
     size_t reader_mem;      /* a reader's in-memory buffer before spilling (default 64 MiB) */
-    const char *spill_dir;  /* where spill files go (default /tmp) */
+    const char *spill_dir;  /* where readers' spill files go (default /tmp): an existing,
+                             * writable directory (ENOENT/ENOTDIR/EACCES otherwise), path
+                             * under 200 bytes (ENAMETOOLONG); copied, the caller's string
+                             * need not outlive the call */
     uint32_t window;        /* segments a writer may have unacknowledged by the space
                              * (default 1024); pi_write waits beyond */
     int timeout_ms;         /* how long calls wait for the space (default 10000) */
@@ -60,13 +71,26 @@ int pi_space_close(int s);
 
 int pi_attach(const char *name, int s);
 int pi_create(const char *name, int s, int mode);
+/* The next segment, in order: the count of events (t) or bytes (t NULL) written into b.
+ * A segment larger than len (bytes, or events of t) fails with EMSGSIZE and is NOT
+ * consumed: call again with a bigger buffer (cx_errmsg() says the size). So do a segment
+ * whose format is unknown (ENOENT) or does not fit t (EPROTO). -1/EPIPE at the end. */
 long pi_read(int d, void *b, size_t len, const struct cx_format *t);
+/* Appends a segment of len events of t (len bytes when t is NULL); returns len. */
 long pi_write(int d, const void *b, size_t len, const struct cx_format *t);
 int pi_close(int d);
 int pi_detach(int d);
 int pi_seek(int d, uint64_t seg);
 int64_t pi_tell(int d);
 int pi_unlink(const char *name, int s);
+
+/* Shuts the pipe runtime down: closes every open writer as pi_close does (waiting for the
+ * space to acknowledge its segments), detaches every reader (unread segments are dropped,
+ * spill files removed), closes every space and stops the in-bound thread and its listener.
+ * Every descriptor is invalid afterwards; pi_space_open starts the runtime again. Call it
+ * from one thread while no other thread uses pipes. Returns 0, or -1 with the first error
+ * (a writer whose space did not acknowledge; the rest is still shut down). */
+int pi_shutdown(void);
 
 /* Beyond the paper: pi_read with a deadline (-1 with errno ETIMEDOUT when nothing came). */
 long pi_read_timeout(int d, void *b, size_t len, const struct cx_format *t, int timeout_ms);

@@ -25,6 +25,9 @@ struct pi_space {
     struct pi_options opts;
     struct cx_space_client *ctl; /* app threads' requests (lock: its own) */
     char my_addr[160];           /* where writers reach our readers */
+    char spill_dir[200];         /* readers' spill files (opts.spill_dir, copied) */
+    uint64_t *published;         /* format tokens stored in the space's format service */
+    size_t npublished, cap_published;
 };
 
 struct pi_reader {
@@ -36,6 +39,11 @@ struct pi_reader {
     struct cx_space_client *stream; /* the space's stream, driven by the in-bound thread */
     uint32_t stream_handle;
     int stream_done;            /* the space said END */
+    int paused;                 /* the space's stream is stopped: the writer's is ahead */
+    int wake;                   /* the writer's stream brought something: signal cv once */
+    unsigned space_dups;        /* consecutive duplicates from the space's stream */
+    uint64_t progress_next;     /* buffer position at progress_at (stall detection) */
+    double progress_at;
     double retry_at;            /* when to reconnect the stream */
     int err;                    /* a lasting error for pi_read */
     char errmsg[256];
@@ -63,10 +71,18 @@ struct pi_writer {
     uint32_t handle;
     uint64_t last;       /* last id written by this writer (its replay position) */
     uint64_t space_had;  /* what the space held when we opened: replays up to it are dropped */
+    int space_ended;     /* the pipe was closed already: an APPEND writer may only replay */
     struct pi_direct direct[PI_MAX_DIRECT];
     int ndirect;
     struct pi_retained *ret; /* ring of unacknowledged segments, window slots */
     uint32_t window;
+    /* corking: the writer's links hold small segments back (TCP_CORK) so they leave in
+     * full packets; what waits is pushed out by the next full packet, by any call that
+     * waits for the space, or by the in-bound thread within about 1 ms (pi_writer_flush) */
+    pthread_mutex_t cork_mu; /* the links' sockets, against the in-bound thread's flush */
+    int corked;              /* corking on (off from pi_close on) */
+    int dirty;               /* bytes may wait in a corked socket */
+    double dirty_at;
 };
 
 enum { PI_FREE = 0, PI_READER = 1, PI_WRITER = 2 };
@@ -81,6 +97,8 @@ struct pi_global {
     pthread_mutex_t mu;
     struct pi_space spaces[PI_MAX_SPACES];
     struct pi_desc desc[PI_MAX_DESC];
+    int desc_hi; /* descriptors at or above it were never used: loops stop there */
+    int wake_fd; /* eventfd: a new reader or a seek wakes the in-bound thread (-1: none) */
     /* the in-bound thread and its listener */
     int started, stop;
     pthread_t thread;
@@ -94,9 +112,15 @@ extern struct pi_global g_pi;
 
 /* -1 with errno from a negative errno (cx_errmsg already set). */
 int pi_fail(int rc);
+/* 0, or -ENAMETOOLONG / -EINVAL with a message, for a pipe name given to a pi_* call. */
+int pi_name_check(const char *name, const char *call);
+/* Stores t's description in space s's format service unless done before (pi_write). */
+int pi_format_publish(int s, const struct cx_format *t, int timeout_ms);
 double pi_now_ms(void);
 /* Starts the in-bound thread and its listener at addr if not yet (g_pi.mu held). */
 int pi_rt_start_locked(const char *addr);
+/* Wakes the in-bound thread (a reader to serve now, not at its next poll timeout). */
+void pi_rt_wake(void);
 /* A free descriptor slot (g_pi.mu held). */
 int pi_desc_alloc(void);
 struct pi_space *pi_space_get(int s);
@@ -106,15 +130,23 @@ struct cx_space_client *pi_space_ctl(int s, struct cx_space_client *failed);
 
 /* The in-bound thread's share of reader work (g_pi.mu held): returns work done. */
 int pi_reader_service(struct pi_reader *r);
+/* The writer's direct link for pipe_id closed: its readers resume the space's stream. */
+void pi_reader_direct_gone(uint64_t pipe_id);
 /* A segment from a writer's direct link for pipe_id (g_pi.mu held). */
 void pi_reader_offer_direct(uint64_t pipe_id, const struct cx_frame_hdr *h, const void *p, size_t len);
 int pi_reader_fds(struct pollfd *pf, int cap);
 void pi_reader_free(struct pi_reader *r);
 void pi_writer_free(struct pi_writer *w);
+/* Pushes out what waits in a writer's corked sockets when it waited at least min_ms;
+ * returns 1 when something still waits (call again within a millisecond). */
+int pi_writer_flush(struct pi_writer *w, double min_ms);
 
 /* Typed segments (cx_pipe_seg.c). */
 long pi_seg_encode(const void *events, size_t n, const struct cx_format *t, uint8_t **out,
                    uint64_t *token);
+/* How many events of its format a segment holds (the format fetched from the space when
+ * unknown): -ENOENT, -EPROTO (raw bytes, or not a whole number of events). */
+long pi_seg_count(uint64_t wire_token, size_t len, const struct cx_format *t);
 long pi_seg_decode(uint64_t wire_token, uint8_t *seg, size_t len, void *out, size_t n,
                    const struct cx_format *t);
 

@@ -14,6 +14,12 @@
 #include <unistd.h>
 
 #define RETRY_MS 200
+/* The space's stream stops once it brings only duplicates (PAUSE_DUPS in a row: the
+ * writer's direct stream is ahead), which halves what crosses into the reader, and comes
+ * back when the reader makes no progress for STALL_MS (a gap, a writer that stopped
+ * streaming) or the writer's link closes. */
+#define PAUSE_DUPS 64
+#define STALL_MS 50
 
 static struct pi_reader *reader_get(int d)
 {
@@ -42,6 +48,9 @@ void pi_reader_free(struct pi_reader *r)
 
 int pi_attach(const char *name, int s)
 {
+    int rc0 = pi_name_check(name, "pi_attach");
+    if (rc0 < 0)
+        return pi_fail(rc0);
     pthread_mutex_lock(&g_pi.mu);
     struct pi_space *sp = pi_space_get(s);
     int d = sp ? pi_desc_alloc() : -EBADF;
@@ -55,7 +64,7 @@ int pi_attach(const char *name, int s)
     g_pi.desc[d].kind = -1; /* reserved while we talk to the space */
     char my_addr[160], spill[320];
     snprintf(my_addr, sizeof my_addr, "%s", sp->my_addr);
-    snprintf(spill, sizeof spill, "%s/conflux-pipe-%d-%d.spill", sp->opts.spill_dir ? sp->opts.spill_dir : "/tmp",
+    snprintf(spill, sizeof spill, "%s/conflux-pipe-%d-%d.spill", sp->spill_dir,
              (int)getpid(), d);
     size_t mem = sp->opts.reader_mem;
     pthread_mutex_unlock(&g_pi.mu);
@@ -82,6 +91,7 @@ int pi_attach(const char *name, int s)
     pthread_cond_init(&r->cv, NULL);
     g_pi.desc[d] = (struct pi_desc){.kind = PI_READER, .r = r};
     pthread_mutex_unlock(&g_pi.mu);
+    pi_rt_wake(); /* its stream from the space opens now */
     return d;
 }
 
@@ -92,12 +102,18 @@ static int stream_open(struct pi_reader *r)
     struct pi_space *sp = &g_pi.spaces[r->space];
     struct cx_space_pipe_info info;
     int rc = cx_space_connect(sp->addr, &r->stream);
+    /* the name still names our pipe? (a GET would bind an unlinked name to a new one) */
+    if (rc == 0 && ((rc = cx_space_lookup(r->stream, r->name, &info)) == -ENOENT ||
+                    (rc == 0 && info.pipe_id != r->pipe_id)))
+        rc = cx_err_set(ENOENT, "pipe '%s' was unlinked%s", r->name,
+                        rc == 0 ? " (the name now names another pipe)" : "");
     /* (re-)register with the space on this connection: after a restart of the space the
      * writer learns of us again (registrations live as long as their connection) */
     if (rc == 0)
         rc = cx_space_get(r->stream, r->name, 0, sp->my_addr, &info);
-    if (rc == 0 && (rc = cx_space_read_start(r->stream, r->name, cx_pipe_buf_next(r->buf),
-                                             &r->stream_handle, &info)) < 0)
+    if (rc == 0)
+        rc = cx_space_read_start(r->stream, r->name, cx_pipe_buf_next(r->buf), &r->stream_handle, &info);
+    if (rc < 0)
         stream_drop(r);
     if (rc == -ENOENT || rc == -ENODATA) { /* unlinked, or what we need was dropped: tell pi_read */
         r->err = rc;
@@ -107,10 +123,46 @@ static int stream_open(struct pi_reader *r)
     return rc;
 }
 
+static void stream_pause(struct pi_reader *r)
+{
+    if (cx_space_stop(r->stream, r->stream_handle) < 0) {
+        stream_drop(r); /* reconnects when it resumes */
+        r->retry_at = 0;
+    }
+    r->paused = 1;
+    r->space_dups = 0;
+}
+
+void pi_reader_direct_gone(uint64_t pipe_id)
+{
+    for (int i = 0; i < g_pi.desc_hi; i++)
+        if (g_pi.desc[i].kind == PI_READER && g_pi.desc[i].r->pipe_id == pipe_id)
+            g_pi.desc[i].r->progress_at = 0; /* counts as stalled: resume now */
+}
+
 int pi_reader_service(struct pi_reader *r)
 {
+    if (r->wake) { /* one wake-up per batch from the writer's stream, not per segment */
+        r->wake = 0;
+        pthread_cond_broadcast(&r->cv);
+    }
     if (r->err || r->stream_done)
         return 0;
+    double now = pi_now_ms();
+    uint64_t next = cx_pipe_buf_next(r->buf);
+    if (next != r->progress_next) {
+        r->progress_next = next;
+        r->progress_at = now;
+    }
+    if (r->paused) {
+        if (now - r->progress_at < STALL_MS)
+            return 0;
+        r->paused = 0; /* stalled: the space brings what the writer's stream did not */
+        struct cx_space_pipe_info info;
+        if (r->stream && cx_space_read_start(r->stream, r->name, next, &r->stream_handle, &info) < 0)
+            stream_drop(r);
+        r->progress_at = now;
+    }
     if (!r->stream) {
         if (pi_now_ms() < r->retry_at)
             return 0;
@@ -158,7 +210,12 @@ int pi_reader_service(struct pi_reader *r)
             break;
         }
         r->st.from_space += rc == 1;
+        r->space_dups = rc == 1 ? 0 : r->space_dups + 1;
         work++;
+        if (r->space_dups >= PAUSE_DUPS) {
+            stream_pause(r);
+            break;
+        }
     }
     if (work || r->err)
         pthread_cond_broadcast(&r->cv);
@@ -167,7 +224,7 @@ int pi_reader_service(struct pi_reader *r)
 
 void pi_reader_offer_direct(uint64_t pipe_id, const struct cx_frame_hdr *h, const void *p, size_t len)
 {
-    for (int i = 0; i < PI_MAX_DESC; i++) {
+    for (int i = 0; i < g_pi.desc_hi; i++) {
         if (g_pi.desc[i].kind != PI_READER || g_pi.desc[i].r->pipe_id != pipe_id)
             continue;
         struct pi_reader *r = g_pi.desc[i].r;
@@ -181,15 +238,15 @@ void pi_reader_offer_direct(uint64_t pipe_id, const struct cx_frame_hdr *h, cons
             }
             r->st.from_writer += rc == 1;
         }
-        pthread_cond_broadcast(&r->cv);
+        r->wake = 1; /* signalled by pi_reader_service, after this batch */
     }
 }
 
 int pi_reader_fds(struct pollfd *pf, int cap)
 {
     int n = 0;
-    for (int i = 0; i < PI_MAX_DESC && n < cap; i++)
-        if (g_pi.desc[i].kind == PI_READER && g_pi.desc[i].r->stream)
+    for (int i = 0; i < g_pi.desc_hi && n < cap; i++)
+        if (g_pi.desc[i].kind == PI_READER && g_pi.desc[i].r->stream && !g_pi.desc[i].r->paused)
             pf[n++] = (struct pollfd){.fd = cx_space_client_fd(g_pi.desc[i].r->stream), .events = POLLIN};
     return n;
 }
@@ -219,17 +276,30 @@ long pi_read_timeout(int d, void *b, size_t len, const struct cx_format *t, int 
             pthread_mutex_unlock(&g_pi.mu);
             return pi_fail(rc);
         }
-        if (rc == 1) {
-            if (!t) {
-                if (seg.len > len) {
-                    pthread_mutex_unlock(&g_pi.mu);
-                    return pi_fail(cx_err_set(EMSGSIZE, "segment %llu has %u bytes, the buffer %zu",
-                                              (unsigned long long)seg.id - 1, seg.len, len));
-                }
-                rc = cx_pipe_buf_take(r->buf, b, len);
+        if (rc == 1 && !t) {
+            if (seg.len > len) { /* the segment stays for a call with a bigger buffer */
                 pthread_mutex_unlock(&g_pi.mu);
-                return rc < 0 ? pi_fail(rc) : (long)seg.len;
+                return pi_fail(cx_err_set(EMSGSIZE, "segment %llu has %u bytes, the buffer %zu",
+                                          (unsigned long long)seg.id - 1, seg.len, len));
             }
+            rc = cx_pipe_buf_take(r->buf, b, len);
+            pthread_mutex_unlock(&g_pi.mu);
+            return rc < 0 ? pi_fail(rc) : (long)seg.len;
+        }
+        if (rc == 1) {
+            /* typed: check it fits before taking it (the format may be fetched from the
+             * space: not under the lock), so a failed read consumes nothing */
+            pthread_mutex_unlock(&g_pi.mu);
+            long count = pi_seg_count(seg.format, seg.len, t);
+            if (count < 0)
+                return pi_fail(cx_err_wrap((int)count, "segment %llu", (unsigned long long)seg.id - 1));
+            if ((size_t)count > len)
+                return pi_fail(cx_err_set(EMSGSIZE, "segment %llu holds %ld events, the buffer %zu",
+                                          (unsigned long long)seg.id - 1, count, len));
+            pthread_mutex_lock(&g_pi.mu);
+            struct cx_pipe_seg again;
+            if (!(r = reader_get(d)) || cx_pipe_buf_peek(r->buf, &again) != 1 || again.id != seg.id)
+                continue; /* changed under us (a seek): look again */
             uint8_t *tmp = malloc(seg.len ? seg.len : 1);
             rc = tmp ? cx_pipe_buf_take(r->buf, tmp, seg.len) : cx_err_set(ENOMEM, "segment");
             pthread_mutex_unlock(&g_pi.mu);
@@ -264,11 +334,15 @@ int pi_seek(int d, uint64_t seg)
     if (r) { /* restart both streams at seg: the space's from there, the writer's dedupes */
         cx_pipe_buf_reset(r->buf, seg + 1);
         stream_drop(r);
+        r->paused = 0;
+        r->space_dups = 0;
         r->stream_done = 0;
         r->err = 0;
         r->retry_at = 0;
     }
     pthread_mutex_unlock(&g_pi.mu);
+    if (r)
+        pi_rt_wake();
     return r ? 0 : pi_fail(-EBADF);
 }
 

@@ -4,12 +4,17 @@
 #include "pipe/cx_pipe_int.h"
 
 #include "common/cx_error.h"
+#include "format/cx_format.h"
+#include "space/cx_space_name.h"
 #include "transport/cx_driver.h"
 
 #include <arpa/inet.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -19,12 +24,29 @@ struct pi_inbound {
     struct pi_inbound *next;
 };
 
-struct pi_global g_pi = {.mu = PTHREAD_MUTEX_INITIALIZER};
+struct pi_global g_pi = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake_fd = -1};
+
+void pi_rt_wake(void)
+{
+    uint64_t one = 1;
+    if (g_pi.wake_fd >= 0 && write(g_pi.wake_fd, &one, sizeof one) < 0) {
+        /* the counter is full: the thread has a wake-up pending anyway */
+    }
+}
 
 int pi_fail(int rc)
 {
     errno = rc < 0 ? -rc : EIO;
     return -1;
+}
+
+int pi_name_check(const char *name, const char *call)
+{
+    if (name && strnlen(name, CX_SPACE_NAME_MAX + 1) > CX_SPACE_NAME_MAX)
+        return cx_err_set(ENAMETOOLONG, "%s: pipe name '%.32s...' is %zu bytes, the limit %d", call,
+                          name, strlen(name), CX_SPACE_NAME_MAX);
+    int rc = cx_space_name_check(name);
+    return rc < 0 ? cx_err_wrap(rc, "%s", call) : 0;
 }
 
 double pi_now_ms(void)
@@ -46,8 +68,11 @@ struct pi_space *pi_space_get(int s)
 int pi_desc_alloc(void)
 {
     for (int i = 0; i < PI_MAX_DESC; i++)
-        if (g_pi.desc[i].kind == PI_FREE)
+        if (g_pi.desc[i].kind == PI_FREE) {
+            if (i >= g_pi.desc_hi)
+                g_pi.desc_hi = i + 1;
             return i;
+        }
     return cx_err_set(EMFILE, "all %d pipe descriptors are in use", PI_MAX_DESC);
 }
 
@@ -85,6 +110,7 @@ static int service_inbound(void)
         struct pi_inbound *ib = *pp;
         int n = cx_link_progress(ib->link, on_inbound, ib, 256);
         if (n < 0) { /* the writer left: its readers go on from the space */
+            pi_reader_direct_gone(ib->pipe_id);
             *pp = ib->next;
             cx_link_close(ib->link);
             free(ib);
@@ -103,18 +129,30 @@ static void *inbound_thread(void *arg)
     pthread_mutex_lock(&g_pi.mu);
     while (!g_pi.stop) {
         int work = service_inbound();
-        for (int i = 0; i < PI_MAX_DESC; i++)
+        int writers_wait = 0; /* segments held in a writer's corked socket for 1 ms go */
+        for (int i = 0; i < g_pi.desc_hi; i++)
             if (g_pi.desc[i].kind == PI_READER)
                 work += pi_reader_service(g_pi.desc[i].r);
-        if (work)
+            else if (g_pi.desc[i].kind == PI_WRITER)
+                writers_wait |= pi_writer_flush(g_pi.desc[i].w, 1.0);
+        if (work) { /* let the application's calls in between batches */
+            pthread_mutex_unlock(&g_pi.mu);
+            pthread_mutex_lock(&g_pi.mu);
             continue;
+        }
         int n = 0;
         pf[n++] = (struct pollfd){.fd = g_pi.lops->listener_fd(g_pi.listener), .events = POLLIN};
+        if (g_pi.wake_fd >= 0)
+            pf[n++] = (struct pollfd){.fd = g_pi.wake_fd, .events = POLLIN};
         for (struct pi_inbound *ib = g_pi.in; ib && n < 64; ib = ib->next)
             pf[n++] = (struct pollfd){.fd = cx_link_fd(ib->link), .events = POLLIN};
         n += pi_reader_fds(pf + n, (int)(sizeof pf / sizeof pf[0]) - n);
         pthread_mutex_unlock(&g_pi.mu);
-        poll(pf, (nfds_t)n, 20); /* 20 ms: reconnect timers and seeks need no fd */
+        poll(pf, (nfds_t)n, writers_wait ? 1 : 20); /* 20 ms: reconnect timers */
+        uint64_t cnt;
+        if (g_pi.wake_fd >= 0 && read(g_pi.wake_fd, &cnt, sizeof cnt) < 0) {
+            /* nothing was pending (non-blocking) */
+        }
         pthread_mutex_lock(&g_pi.mu);
     }
     pthread_mutex_unlock(&g_pi.mu);
@@ -129,6 +167,8 @@ static void atfork_child(void)
     pthread_mutex_init(&g_pi.mu, NULL);
     memset(g_pi.spaces, 0, sizeof g_pi.spaces);
     memset(g_pi.desc, 0, sizeof g_pi.desc);
+    g_pi.desc_hi = 0;
+    g_pi.wake_fd = -1; /* the parent's: the child makes its own when it starts pipes */
     g_pi.started = 0;
     g_pi.in = NULL;
     g_pi.listener = NULL;
@@ -149,6 +189,8 @@ int pi_rt_start_locked(const char *addr)
         return cx_err_wrap(rc, "pipe readers' listener");
     snprintf(g_pi.listen_addr, sizeof g_pi.listen_addr, "%s", g_pi.lops->listener_addr(g_pi.listener));
     g_pi.stop = 0;
+    if (g_pi.wake_fd < 0)
+        g_pi.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* -1: timeouts only */
     if ((rc = pthread_create(&g_pi.thread, NULL, inbound_thread, NULL)) != 0) {
         g_pi.lops->listener_close(g_pi.listener);
         return cx_err_set(rc, "in-bound thread: %s", strerror(rc));
@@ -177,6 +219,16 @@ int pi_space_open(const char *addr, const struct pi_options *opts)
         o.reader_mem = 64u << 20;
     if (!o.spill_dir)
         o.spill_dir = "/tmp";
+    struct stat st;
+    if (strlen(o.spill_dir) >= sizeof g_pi.spaces[0].spill_dir)
+        return pi_fail(cx_err_set(ENAMETOOLONG, "spill_dir '%.40s...' is longer than %zu bytes",
+                                  o.spill_dir, sizeof g_pi.spaces[0].spill_dir - 1));
+    if (stat(o.spill_dir, &st) != 0)
+        return pi_fail(cx_err_set(errno, "spill_dir '%s': %s", o.spill_dir, strerror(errno)));
+    if (!S_ISDIR(st.st_mode))
+        return pi_fail(cx_err_set(ENOTDIR, "spill_dir '%s' is not a directory", o.spill_dir));
+    if (access(o.spill_dir, W_OK | X_OK) != 0)
+        return pi_fail(cx_err_set(errno, "spill_dir '%s' is not writable: %s", o.spill_dir, strerror(errno)));
     if (!o.window)
         o.window = 1024;
     if (!o.timeout_ms)
@@ -216,6 +268,7 @@ int pi_space_open(const char *addr, const struct pi_options *opts)
     sp->opts = o;
     sp->opts.listen = NULL; /* not kept: the caller's string */
     sp->opts.spill_dir = NULL;
+    snprintf(sp->spill_dir, sizeof sp->spill_dir, "%s", o.spill_dir);
     snprintf(sp->addr, sizeof sp->addr, "%s", addr);
     snprintf(sp->my_addr, sizeof sp->my_addr, "%s", g_pi.listen_addr);
     pthread_mutex_unlock(&g_pi.mu);
@@ -232,16 +285,74 @@ int pi_space_close(int s)
         pthread_mutex_unlock(&g_pi.mu);
         return pi_fail(-EBADF);
     }
-    for (int i = 0; i < PI_MAX_DESC; i++)
+    for (int i = 0; i < g_pi.desc_hi; i++)
         if ((g_pi.desc[i].kind == PI_READER && g_pi.desc[i].r->space == s) ||
             (g_pi.desc[i].kind == PI_WRITER && g_pi.desc[i].w->space == s)) {
             pthread_mutex_unlock(&g_pi.mu);
             return pi_fail(cx_err_set(EBUSY, "space %d still has open pipes (descriptor %d)", s, i));
         }
     struct cx_space_client *c = sp->ctl;
-    sp->used = 0;
+    free(sp->published);
+    memset(sp, 0, sizeof *sp);
     pthread_mutex_unlock(&g_pi.mu);
     cx_space_disconnect(c);
+    return 0;
+}
+
+/* ---- the format service: a writer's formats reach readers in other processes -------- */
+
+static int published_locked(struct pi_space *sp, uint64_t token)
+{
+    for (size_t i = 0; i < sp->npublished; i++)
+        if (sp->published[i] == token)
+            return 1;
+    return 0;
+}
+
+int pi_format_publish(int s, const struct cx_format *t, int timeout_ms)
+{
+    uint64_t token = cx_format_token(t);
+    pthread_mutex_lock(&g_pi.mu);
+    struct pi_space *sp = pi_space_get(s);
+    int done = sp ? published_locked(sp, token) : 0;
+    pthread_mutex_unlock(&g_pi.mu);
+    if (!sp)
+        return -EBADF;
+    if (done)
+        return 0;
+    /* the space may be restarting (the writer rides that out too): retry until timeout */
+    double end = pi_now_ms() + timeout_ms;
+    struct cx_space_client *c = pi_space_ctl(s, NULL);
+    int rc;
+    for (;;) {
+        rc = c ? cx_space_format_put(c, t, NULL) : -cx_errcode();
+        if (rc != -ECONNRESET && rc != -ETIMEDOUT && c)
+            break;
+        if (pi_now_ms() > end)
+            break;
+        if (rc == -ECONNRESET)
+            c = pi_space_ctl(s, c);
+        else
+            c = pi_space_ctl(s, NULL);
+        if (!c)
+            usleep(100000);
+    }
+    if (rc < 0)
+        return cx_err_wrap(rc, "publishing format '%s' to the space", cx_format_name(t));
+    pthread_mutex_lock(&g_pi.mu);
+    if ((sp = pi_space_get(s)) && !published_locked(sp, token)) {
+        if (sp->npublished == sp->cap_published) {
+            size_t cap = sp->cap_published ? sp->cap_published * 2 : 8;
+            uint64_t *p = realloc(sp->published, cap * sizeof *p);
+            if (p) {
+                sp->published = p;
+                sp->cap_published = cap;
+            }
+        }
+        if (sp->npublished < sp->cap_published) /* else: published again next time */
+            sp->published[sp->npublished++] = token;
+    }
+    pthread_mutex_unlock(&g_pi.mu);
     return 0;
 }
 
@@ -267,6 +378,9 @@ struct cx_space_client *pi_space_ctl(int s, struct cx_space_client *failed)
 
 int pi_unlink(const char *name, int s)
 {
+    int rc0 = pi_name_check(name, "pi_unlink");
+    if (rc0 < 0)
+        return pi_fail(rc0);
     struct cx_space_client *c = pi_space_ctl(s, NULL);
     if (!c)
         return pi_fail(-cx_errcode());
@@ -274,4 +388,49 @@ int pi_unlink(const char *name, int s)
     if (rc == -ECONNRESET && (c = pi_space_ctl(s, c)))
         rc = cx_space_unlink(c, name, NULL);
     return rc < 0 ? pi_fail(rc) : 0;
+}
+
+/* ---- shutdown ---------------------------------------------------------------------- */
+
+int pi_shutdown(void)
+{
+    int first = 0;
+    for (int d = 0; d < PI_MAX_DESC; d++) {
+        pthread_mutex_lock(&g_pi.mu);
+        int kind = g_pi.desc[d].kind;
+        pthread_mutex_unlock(&g_pi.mu);
+        int rc = kind == PI_WRITER ? pi_close(d) : kind == PI_READER ? pi_detach(d) : 0;
+        if (rc < 0 && !first)
+            first = -errno;
+    }
+    for (int s = 0; s < PI_MAX_SPACES; s++) {
+        pthread_mutex_lock(&g_pi.mu);
+        int used = g_pi.spaces[s].used;
+        pthread_mutex_unlock(&g_pi.mu);
+        if (used && pi_space_close(s) < 0 && !first)
+            first = -errno;
+    }
+    pthread_mutex_lock(&g_pi.mu);
+    int started = g_pi.started;
+    g_pi.stop = 1;
+    pthread_mutex_unlock(&g_pi.mu);
+    pi_rt_wake();
+    if (started)
+        pthread_join(g_pi.thread, NULL);
+    pthread_mutex_lock(&g_pi.mu);
+    while (g_pi.in) {
+        struct pi_inbound *ib = g_pi.in;
+        g_pi.in = ib->next;
+        cx_link_close(ib->link);
+        free(ib);
+    }
+    if (g_pi.listener)
+        g_pi.lops->listener_close(g_pi.listener);
+    g_pi.listener = NULL;
+    g_pi.started = 0;
+    g_pi.stop = 0;
+    pthread_mutex_unlock(&g_pi.mu);
+    if (first)
+        errno = -first;
+    return first ? -1 : 0;
 }

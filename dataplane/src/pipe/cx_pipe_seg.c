@@ -41,6 +41,22 @@ long pi_seg_encode(const void *events, size_t n, const struct cx_format *t, uint
     return (long)(n * wsz);
 }
 
+long pi_seg_count(uint64_t wire_token, size_t len, const struct cx_format *t)
+{
+    if (len == 0)
+        return 0;
+    if (wire_token == 0)
+        return cx_err_set(EPROTO, "segment of raw bytes read as format '%s'", cx_format_name(t));
+    const struct cx_format *wf = cx_format_registry_lookup(wire_token);
+    if (!wf)
+        return cx_err_wrap(-ENOENT, "segment");
+    size_t wsz = wire_size(wf);
+    if (len % wsz)
+        return cx_err_set(EPROTO, "segment of %zu bytes is not a whole number of %zu-byte '%s' events",
+                          len, wsz, cx_format_name(wf));
+    return (long)(len / wsz);
+}
+
 long pi_seg_decode(uint64_t wire_token, uint8_t *seg, size_t len, void *out, size_t n,
                    const struct cx_format *t)
 {

@@ -9,6 +9,8 @@
 #include "transport/cx_driver.h"
 
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,10 +32,55 @@ static void no_recv(void *a, const struct cx_frame_hdr *h, const void *p, size_t
     (void)a, (void)h, (void)p, (void)l;
 }
 
-static void direct_drop(struct pi_direct *dl)
+static void set_cork(int fd, int on)
 {
-    cx_link_close(dl->link);
+    if (fd >= 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+}
+
+/* Every socket of the writer (cork_mu held): fn(fd). */
+static void each_fd(struct pi_writer *w, int on_off)
+{
+    if (w->c)
+        set_cork(cx_space_client_fd(w->c), on_off);
+    for (int i = 0; i < w->ndirect; i++)
+        if (w->direct[i].link)
+            set_cork(cx_link_fd(w->direct[i].link), on_off);
+}
+
+int pi_writer_flush(struct pi_writer *w, double min_ms)
+{
+    pthread_mutex_lock(&w->cork_mu);
+    int waiting = w->dirty;
+    if (w->dirty && pi_now_ms() - w->dirty_at >= min_ms) {
+        each_fd(w, 0); /* uncorking sends what waits */
+        if (w->corked)
+            each_fd(w, 1);
+        w->dirty = waiting = 0;
+    }
+    pthread_mutex_unlock(&w->cork_mu);
+    return waiting;
+}
+
+static void mark_dirty(struct pi_writer *w)
+{
+    if (!w->corked)
+        return;
+    pthread_mutex_lock(&w->cork_mu);
+    if (!w->dirty) {
+        w->dirty = 1;
+        w->dirty_at = pi_now_ms();
+    }
+    pthread_mutex_unlock(&w->cork_mu);
+}
+
+static void direct_drop(struct pi_writer *w, struct pi_direct *dl)
+{
+    pthread_mutex_lock(&w->cork_mu);
+    struct cx_link *k = dl->link;
     dl->link = NULL;
+    pthread_mutex_unlock(&w->cork_mu);
+    cx_link_close(k);
 }
 
 static void direct_add(struct pi_writer *w, const char *addr)
@@ -49,50 +96,68 @@ static void direct_add(struct pi_writer *w, const char *addr)
         snprintf(dl->addr, sizeof dl->addr, "%s", addr);
     }
     if (dl->link)
-        direct_drop(dl);
-    if (cx_connect(addr, &dl->link) < 0) {
-        dl->link = NULL; /* unreachable: it reads from the space */
-        return;
-    }
+        direct_drop(w, dl);
+    struct cx_link *k;
+    if (cx_connect(addr, &k) < 0)
+        return; /* unreachable: it reads from the space */
     struct cx_frame_hdr hello = {.type = CX_FRAME_CTRL};
     struct iovec iov = {&w->pipe_id, 8};
-    if (cx_link_send(dl->link, &hello, &iov, 1) < 0)
-        direct_drop(dl);
+    if (cx_link_send(k, &hello, &iov, 1) < 0) {
+        cx_link_close(k);
+        return;
+    }
+    pthread_mutex_lock(&w->cork_mu);
+    dl->link = k;
+    if (w->corked)
+        set_cork(cx_link_fd(k), 1);
+    pthread_mutex_unlock(&w->cork_mu);
 }
 
 void pi_writer_free(struct pi_writer *w)
 {
     for (int i = 0; i < w->ndirect; i++)
         if (w->direct[i].link)
-            direct_drop(&w->direct[i]);
+            direct_drop(w, &w->direct[i]);
     cx_space_disconnect(w->c);
     if (w->ret)
         for (uint32_t i = 0; i < w->window; i++)
             free(w->ret[i].data);
     free(w->ret);
+    pthread_mutex_destroy(&w->cork_mu);
     free(w);
 }
 
 static int open_on_space(struct pi_writer *w, const char *addr, int mode, struct cx_space_pipe_info *info)
 {
-    if (w->c)
-        cx_space_disconnect(w->c);
+    pthread_mutex_lock(&w->cork_mu);
+    struct cx_space_client *old = w->c, *c = NULL;
     w->c = NULL;
-    int rc = cx_space_connect(addr, &w->c);
+    pthread_mutex_unlock(&w->cork_mu);
+    if (old)
+        cx_space_disconnect(old);
+    int rc = cx_space_connect(addr, &c);
     /* a writer restarting after a crash may find the space still holding its old
      * connection for a moment (the close is in flight): -EBUSY for up to 3 s is that */
     for (int i = 0; rc == 0; i++) {
-        rc = cx_space_put(w->c, w->name, mode, 0, "", &w->handle, info);
+        rc = cx_space_put(c, w->name, mode, 0, "", &w->handle, info);
         if (rc != -EBUSY || i == 30)
             break;
         usleep(100000);
         rc = 0;
     }
+    pthread_mutex_lock(&w->cork_mu);
+    w->c = c; /* kept even when it failed: the caller retries or frees */
+    if (rc == 0 && c && w->corked)
+        set_cork(cx_space_client_fd(c), 1);
+    pthread_mutex_unlock(&w->cork_mu);
     return rc;
 }
 
 int pi_create(const char *name, int s, int mode)
 {
+    int rc0 = pi_name_check(name, "pi_create");
+    if (rc0 < 0)
+        return pi_fail(rc0);
     if (mode != PI_CREATE && mode != PI_APPEND)
         return pi_fail(cx_err_set(EINVAL, "pi_create mode %d (PI_CREATE or PI_APPEND)", mode));
     pthread_mutex_lock(&g_pi.mu);
@@ -112,6 +177,8 @@ int pi_create(const char *name, int s, int mode)
     int rc = w ? 0 : cx_err_set(ENOMEM, "pipe writer");
     if (w) {
         snprintf(w->name, sizeof w->name, "%s", name);
+        pthread_mutex_init(&w->cork_mu, NULL);
+        w->corked = 1;
         w->space = s;
         w->window = window;
         w->ret = calloc(window, sizeof *w->ret);
@@ -128,6 +195,7 @@ int pi_create(const char *name, int s, int mode)
     }
     w->pipe_id = info.pipe_id;
     w->space_had = info.last_id;
+    w->space_ended = info.ended;
     for (int i = 0; i < info.naddrs; i++) /* the known readers (#12-#13) */
         direct_add(w, info.addrs[i]);
     pthread_mutex_lock(&g_pi.mu);
@@ -171,6 +239,7 @@ static int space_send(struct pi_writer *w, uint64_t id, uint64_t token, const vo
 {
     /* window: wait for the space before getting further ahead */
     while (id > w->window && cx_space_acked(w->c, w->handle) < id - w->window) {
+        pi_writer_flush(w, 0); /* what the space is to ack may wait in a corked socket */
         int rc = cx_space_wait_acked(w->c, w->handle, id - w->window, timeout_ms);
         if (rc == -ECONNRESET || rc == -ETIMEDOUT)
             rc = space_recover(w, timeout_ms);
@@ -201,10 +270,14 @@ static void direct_send(struct pi_writer *w, const struct cx_frame_hdr *h, const
         struct pi_direct *dl = &w->direct[i];
         if (!dl->link)
             continue;
+        /* progress (flushing what the socket did not take, noticing a reader that left)
+         * only when something is queued or every 64 segments: a receive per segment that
+         * finds nothing is a wasted system call */
         if (cx_link_send(dl->link, h, &iov, len ? 1 : 0) < 0 ||
-            cx_link_progress(dl->link, no_recv, NULL, 64) < 0 ||
+            ((cx_link_pending(dl->link) || (h->seq & 63) == 0) &&
+             cx_link_progress(dl->link, no_recv, NULL, 64) < 0) ||
             cx_link_pending(dl->link) > DIRECT_MAX_QUEUE)
-            direct_drop(dl);
+            direct_drop(w, dl);
     }
 }
 
@@ -216,6 +289,9 @@ long pi_write(int d, const void *b, size_t len, const struct cx_format *t)
     pthread_mutex_unlock(&g_pi.mu);
     if (!w)
         return pi_fail(-EBADF);
+    int prc = t ? pi_format_publish(w->space, t, timeout) : 0; /* readers anywhere can decode */
+    if (prc < 0)
+        return pi_fail(cx_err_wrap(prc, "pi_write '%s'", w->name));
     uint8_t *enc = NULL;
     uint64_t token = 0;
     long bytes = (long)len;
@@ -224,11 +300,16 @@ long pi_write(int d, const void *b, size_t len, const struct cx_format *t)
     const void *payload = t ? enc : b;
     uint64_t id = ++w->last;
     int rc = 0;
-    if (id > w->space_had) { /* a replayed write the space holds is dropped (recovery) */
+    if (id > w->space_had && w->space_ended) /* the redone run went past its own close */
+        rc = cx_err_set(EPIPE, "the pipe was closed after its %llu segments: a writer opened "
+                        "with PI_APPEND replays them, nothing can follow the end",
+                        (unsigned long long)w->space_had);
+    else if (id > w->space_had) { /* a replayed write the space holds is dropped (recovery) */
         rc = space_send(w, id, token, payload, (size_t)bytes, timeout);
         if (rc == 0) {
             struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .seq = id, .format = token};
             direct_send(w, &h, payload, (size_t)bytes);
+            mark_dirty(w);
         }
     }
     free(enc);
@@ -249,6 +330,11 @@ int pi_close(int d)
     pthread_mutex_unlock(&g_pi.mu);
     if (!w)
         return pi_fail(-EBADF);
+    pthread_mutex_lock(&w->cork_mu); /* from here on every send leaves at once */
+    w->corked = 0;
+    each_fd(w, 0);
+    w->dirty = 0;
+    pthread_mutex_unlock(&w->cork_mu);
     uint64_t last = w->last > w->space_had ? w->last : w->space_had;
     int rc = cx_space_end(w->c, w->handle, last);
     if (rc == -ECONNRESET && (rc = space_recover(w, timeout)) == 0)
@@ -259,6 +345,9 @@ int pi_close(int d)
         struct cx_space_pipe_info info;
         rc = cx_space_lookup(w->c, w->name, &info);
     }
+    if (rc == 0) /* the space lets the pipe go now, not when it notices the disconnect:
+                  * an unlink or APPEND right after pi_close finds it closed */
+        cx_space_stop(w->c, w->handle);
     struct cx_frame_hdr end = {.type = CX_FRAME_DATA, .flags = CX_FRAME_F_END, .seq = last};
     direct_send(w, &end, NULL, 0);
     for (int i = 0; i < w->ndirect; i++)

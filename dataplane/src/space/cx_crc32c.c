@@ -1,10 +1,20 @@
-/* CRC-32C, table driven; see cx_crc32c.h. */
+/* CRC-32C; see cx_crc32c.h. The x86 crc32 instruction when the CPU has it (SSE4.2: three
+ * independent streams would go faster still, one is ~8 bytes per cycle), else tables
+ * (slicing-by-8). Every segment's payload is checked when stored and again when read, so
+ * this is on the space's hot path. */
 #include "space/cx_crc32c.h"
 
 #include <pthread.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#define CRC_X86 1
+#endif
 
 static uint32_t table[8][256];
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+static int hw;
 
 static void build_table(void)
 {
@@ -17,11 +27,35 @@ static void build_table(void)
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 8; t++)
             table[t][i] = (table[t - 1][i] >> 8) ^ table[0][table[t - 1][i] & 0xff];
+#ifdef CRC_X86
+    __builtin_cpu_init();
+    hw = __builtin_cpu_supports("sse4.2");
+#endif
 }
+
+#ifdef CRC_X86
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uint8_t *b, size_t len)
+{
+    uint64_t c = ~crc;
+    for (; len >= 8; b += 8, len -= 8) {
+        uint64_t w;
+        memcpy(&w, b, 8); /* little-endian load: the reflected CRC's byte order */
+        c = _mm_crc32_u64(c, w);
+    }
+    uint32_t c32 = (uint32_t)c;
+    for (; len; b++, len--)
+        c32 = _mm_crc32_u8(c32, *b);
+    return ~c32;
+}
+#endif
 
 uint32_t cx_crc32c(uint32_t crc, const void *p, size_t len)
 {
     pthread_once(&table_once, build_table);
+#ifdef CRC_X86
+    if (hw)
+        return crc_hw(crc, p, len);
+#endif
     const uint8_t *b = p;
     crc = ~crc;
     while (len >= 8) { /* slicing-by-8, byte loads only: no alignment or endianness issue */

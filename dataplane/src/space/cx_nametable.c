@@ -20,13 +20,58 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+struct hslot { /* the lookup index: open addressing over the sorted array */
+    uint32_t hash, at1; /* at1: index in e + 1 (0: empty) */
+};
+
 struct cx_nametable {
-    pthread_mutex_t mu;
+    pthread_rwlock_t mu;     /* lookups (UDP threads, engine) share it; writes take it alone */
     int dirfd;
     uint64_t next_id;
-    struct cx_name_entry *e;
+    struct cx_name_entry *e; /* sorted by name (list order, binary search on writes) */
     size_t n, cap;
+    struct hslot *h;         /* lookups: O(1); rebuilt (O(n)) by every bind and unlink */
+    size_t hmask;
 };
+
+static uint32_t name_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+/* Rebuilds the index after a change (t->mu held for writing); on no memory the index
+ * stays off and lookups use binary search. */
+static void index_rebuild(struct cx_nametable *t)
+{
+    size_t cap = 16;
+    while (cap < t->n * 2)
+        cap *= 2;
+    struct hslot *h = calloc(cap, sizeof *h);
+    free(t->h);
+    t->h = h;
+    t->hmask = cap - 1;
+    for (size_t i = 0; h && i < t->n; i++) {
+        uint32_t hv = name_hash(t->e[i].name);
+        size_t k = hv & t->hmask;
+        while (h[k].at1)
+            k = (k + 1) & t->hmask;
+        h[k] = (struct hslot){hv, (uint32_t)i + 1};
+    }
+}
+
+static long index_find(struct cx_nametable *t, const char *name)
+{
+    if (!t->h)
+        return -1;
+    uint32_t hv = name_hash(name);
+    for (size_t k = hv & t->hmask; t->h[k].at1; k = (k + 1) & t->hmask)
+        if (t->h[k].hash == hv && strcmp(t->e[t->h[k].at1 - 1].name, name) == 0)
+            return (long)t->h[k].at1 - 1;
+    return -1;
+}
 
 void cx_nametable_pipe_name(uint64_t pipe_id, char out[CX_PIPE_NAME_LEN])
 {
@@ -173,7 +218,7 @@ int cx_nametable_open(const char *dir, struct cx_nametable **out)
     int fd = -1, rc = 0;
     if (!t)
         return cx_err_set(ENOMEM, "out of memory");
-    pthread_mutex_init(&t->mu, NULL);
+    pthread_rwlock_init(&t->mu, NULL);
     t->next_id = 1;
     if ((t->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
         rc = cx_err_set(errno, "open: %s", strerror(errno));
@@ -213,6 +258,7 @@ int cx_nametable_open(const char *dir, struct cx_nametable **out)
     }
     if ((rc = load(t, buf, len)) < 0)
         goto error;
+    index_rebuild(t);
 done:
     if (fd >= 0)
         close(fd);
@@ -234,7 +280,8 @@ void cx_nametable_close(struct cx_nametable *t)
         return;
     if (t->dirfd >= 0)
         close(t->dirfd);
-    pthread_mutex_destroy(&t->mu);
+    pthread_rwlock_destroy(&t->mu);
+    free(t->h);
     free(t->e);
     free(t);
 }
@@ -245,7 +292,7 @@ int cx_nametable_bind(struct cx_nametable *t, const char *name, uint64_t format,
     int rc = cx_space_name_check(name);
     if (rc < 0)
         return cx_err_wrap(rc, "bind");
-    pthread_mutex_lock(&t->mu);
+    pthread_rwlock_wrlock(&t->mu);
     long at = find(t, name);
     if (at >= 0) {
         char pn[CX_PIPE_NAME_LEN];
@@ -272,10 +319,11 @@ int cx_nametable_bind(struct cx_nametable *t, const char *name, uint64_t format,
         rc = cx_err_wrap(rc, "bind '%s'", name);
         goto out;
     }
+    index_rebuild(t);
     if (out)
         *out = e;
 out:
-    pthread_mutex_unlock(&t->mu);
+    pthread_rwlock_unlock(&t->mu);
     return rc;
 }
 
@@ -284,13 +332,15 @@ int cx_nametable_lookup(struct cx_nametable *t, const char *name, struct cx_name
     int rc = cx_space_name_check(name);
     if (rc < 0)
         return cx_err_wrap(rc, "lookup");
-    pthread_mutex_lock(&t->mu);
-    long at = find(t, name);
+    pthread_rwlock_rdlock(&t->mu);
+    long at = t->n ? index_find(t, name) : -1;
+    if (at < 0 && !t->h && t->n) /* no index (no memory): the sorted array */
+        at = find(t, name);
     if (at < 0)
         rc = cx_err_set(ENOENT, "lookup '%s': no such name", name);
     else if (out)
         *out = t->e[at];
-    pthread_mutex_unlock(&t->mu);
+    pthread_rwlock_unlock(&t->mu);
     return rc;
 }
 
@@ -299,7 +349,7 @@ int cx_nametable_unlink(struct cx_nametable *t, const char *name, struct cx_name
     int rc = cx_space_name_check(name);
     if (rc < 0)
         return cx_err_wrap(rc, "unlink");
-    pthread_mutex_lock(&t->mu);
+    pthread_rwlock_wrlock(&t->mu);
     long at = find(t, name);
     if (at < 0) {
         rc = cx_err_set(ENOENT, "unlink '%s': no such name", name);
@@ -308,26 +358,28 @@ int cx_nametable_unlink(struct cx_nametable *t, const char *name, struct cx_name
     struct cx_name_entry e = t->e[at];
     memmove(t->e + at, t->e + at + 1, (t->n - (size_t)at - 1) * sizeof *t->e);
     t->n--;
+    index_rebuild(t);
     if ((rc = persist(t)) < 0) {
         memmove(t->e + at + 1, t->e + at, (t->n - (size_t)at) * sizeof *t->e);
         t->e[at] = e;
         t->n++;
+        index_rebuild(t);
         rc = cx_err_wrap(rc, "unlink '%s'", name);
         goto out;
     }
     if (out)
         *out = e;
 out:
-    pthread_mutex_unlock(&t->mu);
+    pthread_rwlock_unlock(&t->mu);
     return rc;
 }
 
 size_t cx_nametable_list(struct cx_nametable *t, struct cx_name_entry *out, size_t cap)
 {
-    pthread_mutex_lock(&t->mu);
+    pthread_rwlock_rdlock(&t->mu);
     size_t n = t->n;
     if (out)
         memcpy(out, t->e, (n < cap ? n : cap) * sizeof *out);
-    pthread_mutex_unlock(&t->mu);
+    pthread_rwlock_unlock(&t->mu);
     return n;
 }

@@ -44,7 +44,13 @@ struct cx_seg_pipe {
     uint64_t last_id, total_bytes, truncated;
     int ended, broken, dirty;
     uint64_t last_sync_ns;
+    /* read-ahead for readers going through the log in order: a window of one file's
+     * bytes (below its size when read: records are immutable once written) */
+    uint8_t *ra;
+    uint64_t ra_file, ra_off, ra_len;
 };
+
+#define READAHEAD (256u << 10)
 
 struct cx_segstore {
     pthread_mutex_t mu;
@@ -367,6 +373,7 @@ out:
 
 static void pipe_free(struct cx_seg_pipe *p)
 {
+    free(p->ra);
     for (size_t i = 0; i < p->nfiles; i++)
         free(p->files[i].sparse);
     free(p->files);
@@ -442,9 +449,14 @@ int cx_segstore_sync(struct cx_seg_pipe *p)
 {
     int rc = 0;
     pthread_mutex_lock(&p->mu);
-    if (p->wfd >= 0 && fdatasync(p->wfd) < 0)
+    if (!p->dirty) {
+        pthread_mutex_unlock(&p->mu);
+        return 0;
+    }
+    if (p->wfd >= 0 && fdatasync(p->wfd) < 0) {
         rc = cx_err_set(errno, "pipe '%s': fdatasync: %s", p->name, strerror(errno));
-    else {
+        p->broken = 1;
+    } else {
         p->dirty = 0;
         p->last_sync_ns = now_ns();
     }
@@ -628,7 +640,7 @@ static int write_record(struct cx_seg_pipe *p, const struct cx_seglog_hdr *h,
 static int after_write(struct cx_seg_pipe *p)
 {
     p->dirty = 1;
-    int every = p->opts.fsync == CX_SEG_FSYNC_EVERY ||
+    int every = (p->opts.fsync == CX_SEG_FSYNC_EVERY && !p->opts.defer_sync) ||
                 (p->opts.fsync == CX_SEG_FSYNC_INTERVAL &&
                  now_ns() - p->last_sync_ns >= (uint64_t)p->opts.fsync_interval_ms * 1000000u);
     if (every) {
@@ -769,18 +781,46 @@ static int fd_for(struct cx_seg_pipe *p, size_t fi, int *fd)
     return 0;
 }
 
-static int read_hdr(int fd, uint64_t off, struct cx_seglog_hdr *h)
+
+/* Reads seg_id under p->mu; hint (may be NULL) says where the record is and is updated to
+ * where the next one is. */
+/* Reads len bytes at off of file f (open as fd) through the read-ahead window: a small
+ * read outside it refills it with up to READAHEAD bytes from off (never past the file's
+ * size), so a sequential reader makes one system call per window, not two per record. */
+static long ra_read(struct cx_seg_pipe *p, const struct seg_file *f, int fd, uint64_t off, void *buf,
+                    size_t len)
+{
+    if (len >= READAHEAD / 2 || off + len > f->size)
+        return fd_read(&fd, off, buf, len);
+    if (!(p->ra_file == f->first_id && off >= p->ra_off && off + len <= p->ra_off + p->ra_len)) {
+        if (!p->ra && !(p->ra = malloc(READAHEAD)))
+            return fd_read(&fd, off, buf, len);
+        uint64_t want = f->size - off < READAHEAD ? f->size - off : READAHEAD;
+        p->ra_len = 0; /* invalid until filled */
+        long n = fd_read(&fd, off, p->ra, (size_t)want);
+        if (n < 0)
+            return n;
+        p->ra_file = f->first_id;
+        p->ra_off = off;
+        p->ra_len = (uint64_t)n;
+        if (off + len > p->ra_off + p->ra_len)
+            return fd_read(&fd, off, buf, len);
+    }
+    memcpy(buf, p->ra + (off - p->ra_off), len);
+    return (long)len;
+}
+
+static int ra_read_hdr(struct cx_seg_pipe *p, const struct seg_file *f, int fd, uint64_t off,
+                       struct cx_seglog_hdr *h)
 {
     uint8_t hb[CX_SEGLOG_HDR_SIZE];
-    long n = fd_read(&fd, off, hb, sizeof hb);
+    long n = ra_read(p, f, fd, off, hb, sizeof hb);
     if (n < 0)
         return (int)n;
     int rc = cx_seglog_hdr_decode(hb, (size_t)n, h);
     return rc < 0 ? cx_err_wrap(-EBADMSG, "record at offset %" PRIu64, off) : 0;
 }
 
-/* Reads seg_id under p->mu; hint (may be NULL) says where the record is and is updated to
- * where the next one is. */
 static long read_locked(struct cx_seg_pipe *p, uint64_t seg_id, void *buf, size_t cap,
                         struct cx_seg_info *info, struct cx_seg_iter *hint)
 {
@@ -803,12 +843,12 @@ static long read_locked(struct cx_seg_pipe *p, uint64_t seg_id, void *buf, size_
         uint64_t k = seg_id - f->first_id;
         off = f->sparse[k / CX_SEG_INDEX_STRIDE];
         for (uint64_t i = 0; i < k % CX_SEG_INDEX_STRIDE; i++) {
-            if ((rc = read_hdr(fd, off, &h)) < 0)
+            if ((rc = ra_read_hdr(p, f, fd, off, &h)) < 0)
                 return rc;
             off += CX_SEGLOG_HDR_SIZE + h.length;
         }
     }
-    if ((rc = read_hdr(fd, off, &h)) < 0)
+    if ((rc = ra_read_hdr(p, f, fd, off, &h)) < 0)
         return rc;
     if (h.type != CX_SEGLOG_DATA || h.seg_id != seg_id)
         return cx_err_set(EBADMSG, "index points at segment %" PRIu64 " for %" PRIu64,
@@ -818,7 +858,7 @@ static long read_locked(struct cx_seg_pipe *p, uint64_t seg_id, void *buf, size_
     if (h.length > cap)
         return cx_err_set(EMSGSIZE, "segment %" PRIu64 " has %" PRIu32 " bytes, buffer %zu",
                           seg_id, h.length, cap);
-    long n = fd_read(&fd, off + CX_SEGLOG_HDR_SIZE, buf, h.length);
+    long n = ra_read(p, f, fd, off + CX_SEGLOG_HDR_SIZE, buf, h.length);
     if (n < 0)
         return n;
     if (n != (long)h.length)

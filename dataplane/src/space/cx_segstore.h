@@ -68,6 +68,10 @@ struct cx_seg_pipe_opts {
     uint64_t max_segments;      /* 0: unlimited */
     uint64_t roll_bytes;        /* start a new file once the current one holds this much */
     int repair;                 /* on open: truncate at a corruption instead of failing */
+    int defer_sync;             /* EVERY, group commit: append and end write without the
+                                 * fdatasync and the caller runs cx_segstore_sync before it
+                                 * tells anyone the batch is stored (one fdatasync for many
+                                 * segments); what append's 0 promises is then NONE's */
 };
 
 struct cx_seg_stat {
@@ -142,7 +146,9 @@ long cx_segstore_read(struct cx_seg_pipe *p, uint64_t seg_id, void *buf, size_t 
 /* Fills *st. */
 void cx_segstore_stat(struct cx_seg_pipe *p, struct cx_seg_stat *st);
 
-/* fdatasync of the pipe's current file now. */
+/* fdatasync of the pipe's current file now, when anything was written since the last one
+ * (0 at once otherwise). A failed fdatasync makes the pipe refuse further appends (-EIO):
+ * what reached the disk is unknown. */
 int cx_segstore_sync(struct cx_seg_pipe *p);
 
 /* For CX_SEG_FSYNC_INTERVAL: syncs when appends are pending and the interval has passed.

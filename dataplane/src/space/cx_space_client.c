@@ -52,6 +52,7 @@ struct cx_space_client {
     int got_reply;
     int dead; /* the link failed: every call fails with it */
     char dead_msg[256];
+    unsigned lazy; /* calls since the last pump (pump_lazy) */
 };
 
 static struct cx_space_client *g_format_client;
@@ -162,6 +163,7 @@ static int pump(struct cx_space_client *c, int wait_ms)
 {
     if (c->dead)
         return cx_err_set(ECONNRESET, "%s", c->dead_msg);
+    c->lazy = 0;
     int n = cx_link_progress(c->link, on_frame, c, 256);
     if (n < 0) {
         c->dead = 1;
@@ -174,6 +176,18 @@ static int pump(struct cx_space_client *c, int wait_ms)
             poll(&pf, 1, wait_ms);
     }
     return n;
+}
+
+/* The per-segment calls (append, acked, next_reader) collect acks, refusals and pushes
+ * every PUMP_EVERY calls rather than each time: a receive that finds nothing costs a
+ * system call per segment. What they report is then at most that many calls old; the
+ * waiting calls (wait_acked, requests) pump every time. */
+#define PUMP_EVERY 16
+static int pump_lazy(struct cx_space_client *c)
+{
+    if (c->dead || ++c->lazy >= PUMP_EVERY)
+        return pump(c, 0);
+    return 0;
 }
 
 /* Sends a request and waits for its reply; decodes it into *r (payload kept in c->reply
@@ -424,7 +438,7 @@ static int send_seg(struct cx_space_client *c, uint32_t handle, uint64_t seg_id,
     struct chandle *h = hfind(c, handle);
     if (!h || !h->writer)
         return cx_err_set(EBADF, "handle %u is not open for writing", handle);
-    int rc = pump(c, 0); /* collect acks and refusals */
+    int rc = pump_lazy(c); /* collect acks and refusals */
     if (rc < 0 || (rc = handle_err(h)) < 0)
         return rc;
     struct cx_frame_hdr f = {.type = CX_FRAME_DATA, .channel = handle, .seq = seg_id,
@@ -472,7 +486,7 @@ int cx_space_wait_acked(struct cx_space_client *c, uint32_t handle, uint64_t seg
 
 static uint64_t acked_locked(struct cx_space_client *c, uint32_t handle)
 {
-    pump(c, 0);
+    pump_lazy(c);
     struct chandle *h = hfind(c, handle);
     return h ? h->acked : 0;
 }
@@ -549,7 +563,7 @@ long cx_space_read_next(struct cx_space_client *c, uint32_t handle, void *buf, s
 
 static int next_reader_locked(struct cx_space_client *c, uint32_t handle, char *addr, size_t cap)
 {
-    pump(c, 0);
+    pump_lazy(c);
     struct chandle *h = hfind(c, handle);
     if (!h || !h->npushed)
         return 0;

@@ -78,7 +78,9 @@ int cx_space_append(struct cx_space_client *c, uint32_t handle, uint64_t seg_id,
                     const struct iovec *iov, int iovcnt);
 int cx_space_end(struct cx_space_client *c, uint32_t handle, uint64_t last_id);
 int cx_space_wait_acked(struct cx_space_client *c, uint32_t handle, uint64_t seg_id, int timeout_ms);
-/* Highest segment id the space acknowledged on the handle (0: none yet). */
+/* Highest segment id the space acknowledged on the handle (0: none yet), as of the last
+ * time this client collected acks: every 16 append/acked/next_reader calls and in every
+ * waiting call (wait_acked waits for news). */
 uint64_t cx_space_acked(struct cx_space_client *c, uint32_t handle);
 
 /* Reading. read_start streams name from from_id (0: the first kept) under a new handle;

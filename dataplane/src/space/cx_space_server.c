@@ -17,6 +17,8 @@
 #include "transport/cx_driver.h"
 
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -67,6 +69,7 @@ struct spipe {
     char writer_addr[CX_SP_ADDR_MAX + 1];
     struct reader_addr readers[MAX_READER_ADDRS];
     int nreaders;
+    int pump_due; /* segments were appended in this batch: its readers are pushed after it */
     struct spipe *next;
 };
 
@@ -245,9 +248,18 @@ static void handle_drop(struct conn *c, struct handle *h)
 /* ---- readers' streams -------------------------------------------------------------- */
 
 /* Streams what is stored for one reader handle until the link's window is full. */
+/* Corks a TCP link while a batch of segments goes out, so they leave in full packets (and
+ * wake the reader once per packet, not per segment); uncorking sends the rest at once. */
+static void link_cork(struct conn *c, int on)
+{
+    int fd = cx_link_fd(c->link);
+    if (fd >= 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+}
+
 static int pump_reader(struct cx_space_server *s, struct conn *c, struct handle *h)
 {
-    int sent = 0;
+    int sent = 0, corked = 0;
     while (!c->dead && !h->end_sent && cx_link_pending(c->link) < READER_WINDOW) {
         struct cx_seg_info info;
         long n = cx_segstore_iter_next(&h->it, s->scratch, s->scratch_cap, &info);
@@ -275,12 +287,16 @@ static int pump_reader(struct cx_space_server *s, struct conn *c, struct handle 
         }
         struct cx_frame_hdr d = {.type = CX_FRAME_DATA, .channel = h->id, .seq = info.seg_id,
                                  .format = info.format};
+        if (sent == 2 && !corked && n < (64 << 10)) /* a batch of small ones is coming */
+            link_cork(c, corked = 1);
         if (conn_send(c, &d, s->scratch, (size_t)n) < 0)
             break;
         STAT_ADD(s, segments_out, 1);
         STAT_ADD(s, bytes_out, (uint64_t)n);
         sent++;
     }
+    if (corked)
+        link_cork(c, 0);
     return sent;
 }
 
@@ -682,7 +698,7 @@ static void on_segment(struct conn *c, const struct cx_frame_hdr *h, const void 
     hd->ack_pending = 1;
     if (h->flags & CX_FRAME_F_END)
         hd->end_acked = 1;
-    pump_pipe_readers(s, p);
+    p->pump_due = 1; /* its readers are pushed once the batch is in (conn_poll) */
 }
 
 static void on_frame(void *arg, const struct cx_frame_hdr *h, const void *payload, size_t len)
@@ -731,10 +747,27 @@ static int conn_poll(void *ctx, int budget)
     struct conn *c = ctx;
     struct cx_space_server *s = c->s;
     int n = cx_link_progress(c->link, on_frame, c, budget);
+    for (size_t i = 0; i < c->nh; i++) { /* readers of what this batch appended */
+        struct handle *h = &c->h[i];
+        if (h->kind == H_WRITER && h->p->pump_due) {
+            h->p->pump_due = 0;
+            pump_pipe_readers(s, h->p);
+        }
+    }
     if (n < 0 || c->dead)
         return n < 0 ? n : -ECONNRESET;
     for (size_t i = 0; i < c->nh; i++) {
         struct handle *h = &c->h[i];
+        if (h->kind == H_WRITER && h->ack_pending && s->opts.pipe.defer_sync) {
+            /* group commit: one fdatasync for the batch just appended, before its ack */
+            int rc = cx_segstore_sync(h->p->seg);
+            if (rc < 0) {
+                cx_err_wrap(rc, "pipe '%s'", h->p->name);
+                push_handle_error(c, h->id, CX_SP_PUT, rc);
+                h->ack_pending = 0;
+                continue;
+            }
+        }
         if (h->kind == H_WRITER && h->ack_pending) {
             struct cx_frame_hdr a = {.type = CX_FRAME_ACK, .flags = CX_FRAME_F_ACK,
                                      .channel = h->id, .ack = h->ack_due};
@@ -832,6 +865,9 @@ int cx_space_server_start(const struct cx_space_server_opts *o, struct cx_space_
         s->opts.max_segment = 64u << 20;
     if (s->opts.udp_threads <= 0)
         s->opts.udp_threads = 1;
+    /* fsync every: appends of a progress batch share one fdatasync, run before their ack
+     * (conn_poll); an ack still means "on disk" */
+    s->opts.pipe.defer_sync = s->opts.pipe.fsync == CX_SEG_FSYNC_EVERY;
     s->timer_fd = s->udp_fd = s->udp_stop_fd = -1;
     int rc;
     if (mkdir(o->dir, 0755) != 0 && errno != EEXIST) {

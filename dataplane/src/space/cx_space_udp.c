@@ -1,8 +1,12 @@
 /* The space server's UDP lookup service (seed pi-channels.txt: "lookups are implemented
- * using a lightweight UDP protocol with retransmission"). One datagram = one frame header
- * + a LOOKUP request; the reply echoes the request id (seq). Lookups are idempotent, so a
- * client simply retransmits when a reply does not come (cx_space_client.h). Threads share
- * one socket and batch with recvmmsg/sendmmsg; they only read the name table.
+ * using a lightweight UDP protocol with retransmission"). A datagram holds one or more
+ * frames back to back, each a frame header + a LOOKUP request; every frame is answered
+ * with a reply frame echoing its request id (seq), and the replies to one datagram are
+ * packed back to back into as few datagrams as fit REPLY_MAX (one request, one reply: the
+ * paper's protocol; K requests per datagram: a pipelining client pays the kernel's
+ * per-datagram cost once per K lookups). Lookups are idempotent, so a client simply
+ * retransmits when a reply does not come (cx_space_client.h). Threads share one socket
+ * and batch with recvmmsg/sendmmsg; they only read the name table.
  */
 #define _GNU_SOURCE /* recvmmsg, sendmmsg */
 #include "common/cx_error.h"
@@ -21,16 +25,22 @@
 #include <unistd.h>
 
 #define BATCH 64
-#define DGRAM_MAX 1024 /* a lookup request or reply is far smaller */
+#define DGRAM_MAX 9216  /* the largest request datagram read (frames past it are lost) */
+#define REPLY_MAX 1472  /* a reply datagram stays within a 1500-byte MTU ... */
+#define ONE_MAX 1024    /* ... and one reply frame within this */
+#define OUT_MAX 256     /* reply datagrams per sendmmsg */
 
-/* Answers one datagram into out; returns the reply length, 0 to stay silent (not ours). */
-static size_t answer(struct cx_space_server *s, const uint8_t *in, size_t len, uint8_t *out)
+/* Answers one request frame at in (of len bytes available) into out; returns the reply
+ * length and sets *used to the frame's size, or 0 when the bytes are not a Conflux lookup
+ * (a stray datagram gets no answer; the rest of the datagram is dropped). */
+static size_t answer(struct cx_space_server *s, const uint8_t *in, size_t len, uint8_t *out, size_t *used)
 {
     struct cx_frame_hdr h;
     if (cx_frame_decode(in, len, &h) < 0 || h.type != CX_FRAME_LOOKUP ||
-        (h.flags & CX_FRAME_F_REPLY) || h.length != len - CX_FRAME_HDR_SIZE)
-        return 0; /* not a Conflux lookup: a stray datagram gets no answer */
-    struct cx_sp_buf b = {.p = out + CX_FRAME_HDR_SIZE, .cap = DGRAM_MAX - CX_FRAME_HDR_SIZE, .fixed = 1};
+        (h.flags & CX_FRAME_F_REPLY) || h.length > len - CX_FRAME_HDR_SIZE)
+        return 0;
+    *used = CX_FRAME_HDR_SIZE + h.length;
+    struct cx_sp_buf b = {.p = out + CX_FRAME_HDR_SIZE, .cap = ONE_MAX - CX_FRAME_HDR_SIZE, .fixed = 1};
     struct cx_sp_request q;
     struct cx_name_entry e;
     char name[CX_SPACE_NAME_MAX + 1];
@@ -56,14 +66,65 @@ static size_t answer(struct cx_space_server *s, const uint8_t *in, size_t len, u
     return CX_FRAME_HDR_SIZE + b.len;
 }
 
+struct udp_out { /* reply datagrams waiting for one sendmmsg */
+    int fd, n;
+    uint8_t buf[OUT_MAX][REPLY_MAX];
+    struct iovec iov[OUT_MAX];
+    struct mmsghdr m[OUT_MAX];
+};
+
+static void out_flush(struct udp_out *o)
+{
+    for (int done = 0; done < o->n;) {
+        int k = sendmmsg(o->fd, o->m + done, (unsigned)(o->n - done), 0);
+        if (k <= 0)
+            break; /* a full socket buffer drops replies: the client retransmits */
+        done += k;
+    }
+    o->n = 0;
+}
+
+static int out_open(struct udp_out *o, struct sockaddr_in *to, socklen_t tolen)
+{
+    if (o->n == OUT_MAX)
+        out_flush(o);
+    int d = o->n++;
+    o->iov[d] = (struct iovec){o->buf[d], 0};
+    o->m[d] = (struct mmsghdr){.msg_hdr = {.msg_name = to, .msg_namelen = tolen, .msg_iov = &o->iov[d],
+                                           .msg_iovlen = 1}};
+    return d;
+}
+
+/* Answers every frame of one datagram, packing the replies; returns how many. */
+static int answer_dgram(struct cx_space_server *s, struct udp_out *o, const uint8_t *in, size_t len,
+                         struct sockaddr_in *from, socklen_t fromlen)
+{
+    uint8_t one[ONE_MAX];
+    int d = -1, count = 0;
+    for (size_t off = 0; len - off >= CX_FRAME_HDR_SIZE;) {
+        size_t used = 0, n = answer(s, in + off, len - off, one, &used);
+        if (!n)
+            break;
+        off += used;
+        if (d < 0 || o->iov[d].iov_len + n > REPLY_MAX)
+            d = out_open(o, from, fromlen);
+        memcpy(o->buf[d] + o->iov[d].iov_len, one, n);
+        o->iov[d].iov_len += n;
+        count++;
+    }
+    return count;
+}
+
 static void *udp_thread(void *arg)
 {
     struct cx_space_server *s = arg;
-    static __thread uint8_t in[BATCH][DGRAM_MAX], out[BATCH][DGRAM_MAX];
+    static __thread uint8_t in[BATCH][DGRAM_MAX];
+    static __thread struct udp_out out;
     struct sockaddr_in from[BATCH];
-    struct iovec iin[BATCH], iout[BATCH];
-    struct mmsghdr min[BATCH], mout[BATCH];
+    struct iovec iin[BATCH];
+    struct mmsghdr min[BATCH];
     struct pollfd pf[2] = {{.fd = s->udp_fd, .events = POLLIN}, {.fd = s->udp_stop_fd, .events = POLLIN}};
+    out.fd = s->udp_fd;
     for (;;) {
         if (poll(pf, 2, -1) < 0 && errno != EINTR)
             break;
@@ -78,23 +139,11 @@ static void *udp_thread(void *arg)
             int n = recvmmsg(s->udp_fd, min, BATCH, MSG_DONTWAIT, NULL);
             if (n <= 0)
                 break;
-            int m = 0;
-            for (int i = 0; i < n; i++) {
-                size_t len = answer(s, in[i], min[i].msg_len, out[m]);
-                if (!len)
-                    continue;
-                iout[m] = (struct iovec){out[m], len};
-                mout[m] = (struct mmsghdr){.msg_hdr = {.msg_name = &from[i], .msg_namelen = min[i].msg_hdr.msg_namelen,
-                                                       .msg_iov = &iout[m], .msg_iovlen = 1}};
-                m++;
-            }
-            for (int done = 0; done < m;) {
-                int k = sendmmsg(s->udp_fd, mout + done, (unsigned)(m - done), 0);
-                if (k <= 0)
-                    break; /* a full socket buffer drops replies: the client retransmits */
-                done += k;
-            }
-            __atomic_fetch_add(&s->stats.udp_lookups, (uint64_t)n, __ATOMIC_RELAXED);
+            int answered = 0;
+            for (int i = 0; i < n; i++)
+                answered += answer_dgram(s, &out, in[i], min[i].msg_len, &from[i], min[i].msg_hdr.msg_namelen);
+            out_flush(&out);
+            __atomic_fetch_add(&s->stats.udp_lookups, (uint64_t)answered, __ATOMIC_RELAXED);
         }
     }
     return NULL;

@@ -12,7 +12,12 @@
 #include "space/space_testutil.h"
 #include "transport/cx_driver.h"
 
+#include "space/cx_space_proto.h"
+#include "transport/cx_addr.h"
+
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 static struct cx_space_server *start(const char *dir, enum cx_seg_fsync fsync)
@@ -83,6 +88,74 @@ CX_TEST(names_over_tcp_and_udp)
     CX_CHECK(b.pipe_id != a.pipe_id); /* ids are never reused */
     /* UDP to a port where nobody answers: a clear timeout after the retries */
     CX_CHECK_EQ_INT(cx_space_udp_lookup("127.0.0.1:9", "x", 20, 3, &b), -ETIMEDOUT);
+    cx_space_disconnect(c);
+    cx_space_server_stop(s);
+    tmpdir_remove(dir);
+}
+
+/* A datagram packing many LOOKUP frames gets every one answered, the replies packed into
+ * datagrams that fit a 1500-byte MTU (the pipelined lookups of bench/pipe). */
+CX_TEST(udp_datagram_of_many_lookups_gets_every_answer)
+{
+    char dir[64];
+    CX_CHECK(tmpdir_make(dir));
+    struct cx_space_server *s = start(dir, CX_SEG_FSYNC_NONE);
+    CX_CHECK(s);
+    struct cx_space_client *c;
+    CX_CHECK_EQ_INT(cx_space_connect(cx_space_server_addr(s), &c), 0);
+    enum { N = 40 };
+    uint64_t ids[N + 1];
+    char name[32];
+    for (int i = 0; i < N; i++) {
+        struct cx_space_pipe_info in;
+        snprintf(name, sizeof name, "packed.%d", i);
+        CX_CHECK_EQ_INT(cx_space_get(c, name, 0, "", &in), 0);
+        ids[i] = in.pipe_id;
+    }
+    uint8_t dg[8192];
+    size_t len = 0;
+    for (int i = 0; i <= N; i++) { /* the last one names nothing: an error reply, in place */
+        snprintf(name, sizeof name, i < N ? "packed.%d" : "absent", i);
+        struct cx_sp_buf b = {.p = dg + len + CX_FRAME_HDR_SIZE, .cap = sizeof dg - len - CX_FRAME_HDR_SIZE, .fixed = 1};
+        struct cx_sp_request q = {.op = CX_SP_LOOKUP, .name = {name, (uint16_t)strlen(name)}};
+        CX_CHECK_EQ_INT(cx_sp_encode_request(&b, &q), 0);
+        struct cx_frame_hdr h = {.type = CX_FRAME_LOOKUP, .seq = 1000 + (uint64_t)i, .length = (uint32_t)b.len,
+                                 .msg_length = (uint32_t)b.len};
+        cx_frame_encode(&h, dg + len);
+        len += CX_FRAME_HDR_SIZE + b.len;
+    }
+    struct sockaddr_in sa;
+    CX_CHECK_EQ_INT(cx_addr_inet(cx_space_server_udp_addr(s), &sa), 0);
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    CX_CHECK(fd >= 0);
+    CX_CHECK_EQ_INT(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    CX_CHECK_EQ_INT(send(fd, dg, len, 0), (long)len);
+    int got[N + 1] = {0}, answers = 0, datagrams = 0;
+    while (answers < N + 1) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        CX_CHECK_EQ_INT(poll(&pf, 1, 2000), 1);
+        uint8_t in[4096];
+        ssize_t n = recv(fd, in, sizeof in, 0);
+        CX_CHECK(n > 0 && n <= 1472);
+        datagrams++;
+        for (size_t off = 0; (size_t)n - off >= CX_FRAME_HDR_SIZE;) {
+            struct cx_frame_hdr h;
+            CX_CHECK_EQ_INT(cx_frame_decode(in + off, (size_t)n - off, &h), 0);
+            int i = (int)(h.seq - 1000);
+            CX_CHECK(i >= 0 && i <= N && !got[i]);
+            struct cx_sp_reply rep;
+            CX_CHECK_EQ_INT(cx_sp_decode_reply(in + off + CX_FRAME_HDR_SIZE, h.length, &rep), 0);
+            if (i < N)
+                CX_CHECK(rep.status == 0 && rep.pipe.pipe_id == ids[i]);
+            else
+                CX_CHECK_EQ_INT(rep.status, -ENOENT);
+            got[i] = 1;
+            answers++;
+            off += CX_FRAME_HDR_SIZE + h.length;
+        }
+    }
+    CX_CHECK(datagrams >= 2 && datagrams < N); /* packed, and split to fit the MTU */
+    close(fd);
     cx_space_disconnect(c);
     cx_space_server_stop(s);
     tmpdir_remove(dir);
