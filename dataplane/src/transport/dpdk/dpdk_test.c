@@ -476,7 +476,11 @@ static int run_pair_in_namespaces(const char *pmd, const char *extra, char *why,
     snprintf(vdb, sizeof vdb, "%s0,iface=%s%s", pmd, vb, extra);
     snprintf(ea, sizeof ea, "CONFLUX_DPDK_ARGS=" EAL_COMMON " --file-prefix=%s --vdev=%s", na, vda);
     snprintf(eb, sizeof eb, "CONFLUX_DPDK_ARGS=" EAL_COMMON " --file-prefix=%s --vdev=%s", nb, vdb);
-    char *enva[] = {ea, ia, NULL}, *envb[] = {eb, ib, NULL};
+    /* These tests check the data path across a real veth, not peer-death detection (the
+     * memif tests do that with the 3 s default): on a loaded machine a peer setting up its
+     * XDP program can be silent for longer, so allow it 20 s. */
+    char tmo[] = "CONFLUX_DPDK_PEER_TIMEOUT_MS=20000";
+    char *enva[] = {ea, ia, tmo, NULL}, *envb[] = {eb, ib, tmo, NULL};
     char *arga[] = {"dpdk_test", "--cx-role", "peer", "listen", "dpdk://10.78.0.1:7300", NULL};
     char *argb[] = {"dpdk_test", "--cx-role", "peer", "connect", "dpdk://10.78.0.1:7300", NULL};
     char la[128], lb[128];
