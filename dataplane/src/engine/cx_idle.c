@@ -4,6 +4,7 @@
 #include "engine/cx_engine.h"
 
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -15,6 +16,13 @@ void cx_idle_state_init(struct cx_idle_state *st)
     st->min_sleep_ns = 1000;
     st->max_sleep_ns = 1000000;
     st->spin_ns = CX_IDLE_SPIN_NS;
+    const char *env = getenv("CONFLUX_SPIN_US"); /* a host with idle cores may spin longer */
+    if (env && *env) {
+        char *end;
+        unsigned long us = strtoul(env, &end, 10);
+        if (!*end && us <= 1000000)
+            st->spin_ns = us * 1000;
+    }
 }
 
 uint64_t cx_idle_now_ns(void)

@@ -42,7 +42,8 @@ extern const struct cx_idle_strategy cx_idle_backoff;
 extern const struct cx_idle_strategy cx_idle_block;
 
 /* Fills defaults: backoff: 1000 spins, 100 yields, sleeps doubling 1 us .. 1 ms (about
- * 2 ms in all); block: spin CX_IDLE_SPIN_NS, then block. */
+ * 2 ms in all); block: spin CX_IDLE_SPIN_NS (or the environment's CONFLUX_SPIN_US
+ * microseconds, 0..1000000), then block. */
 #define CX_IDLE_SPIN_NS 20000
 /* Monotonic nanoseconds (the clock the strategies and cx_engine_drive use). */
 uint64_t cx_idle_now_ns(void);
