@@ -13,6 +13,7 @@
  * 1 MB (at least 10); bandwidth windows so that about BW_BYTES cross per size (at least 2,
  * at most BW_MAX windows, which bounds the time small events take).
  *   full (default)  LAT_N 20000, BW_BYTES 1 GiB, BW_MAX 20000 windows
+ *   --medium        LAT_N 5000,  BW_BYTES 256 MiB, BW_MAX 2000 windows
  *   --quick         LAT_N 500,   BW_BYTES 32 MiB, BW_MAX 300 windows (a few s per peer)
  */
 #ifndef CHANNEL_BENCH_COMMON_H
@@ -50,6 +51,10 @@ static inline int bench_parse(int argc, char **argv, int from, struct bench_opts
             o->lat_n = 500;
             o->bw_bytes = 32L << 20;
             o->bw_max = 300;
+        } else if (!strcmp(argv[i], "--medium")) {
+            o->lat_n = 5000;
+            o->bw_bytes = 256L << 20;
+            o->bw_max = 2000;
         } else if (!strcmp(argv[i], "--lat-n") && i + 1 < argc) {
             o->lat_n = atol(argv[++i]);
         } else if (!strcmp(argv[i], "--bw-bytes") && i + 1 < argc) {
@@ -57,7 +62,7 @@ static inline int bench_parse(int argc, char **argv, int from, struct bench_opts
         } else if (!strcmp(argv[i], "--size") && i + 1 < argc) {
             o->only = (size_t)atol(argv[++i]);
         } else {
-            fprintf(stderr, "unknown argument '%s' (--quick, --lat-n N, --bw-bytes N, --size N)\n",
+            fprintf(stderr, "unknown argument '%s' (--quick, --medium, --lat-n N, --bw-bytes N, --size N)\n",
                     argv[i]);
             return -1;
         }

@@ -12,6 +12,7 @@
 #   {"peer":..,"size":..,"metric":"bandwidth","bandwidth_MBps":..}
 # collected in bench/results/channel.jsonl, with a Markdown table in channel.md.
 #   bench/channel/run.sh --quick     few iterations, under a minute in all
+#   bench/channel/run.sh --medium    5000 round trips, 256 MiB per bandwidth point
 #   bench/channel/run.sh             full run (minutes)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,11 +20,12 @@ out="$here/../results"
 mode=full
 case "${1:-}" in
   --quick) mode=quick ;;
+  --medium) mode=medium ;;
   "") ;;
-  *) echo "usage: $0 [--quick]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--quick | --medium]" >&2; exit 2 ;;
 esac
-opts=(); [ "$mode" = quick ] && opts=(--quick)
-tmo=$([ "$mode" = quick ] && echo 60 || echo 900)   # per peer
+opts=(); [ "$mode" != full ] && opts=("--$mode")
+case $mode in quick) tmo=60 ;; medium) tmo=300 ;; *) tmo=900 ;; esac   # per peer
 
 mkdir -p "$out"
 make -s -C "$here" -j2
@@ -106,6 +108,10 @@ def size_name(s):
     return f"{s // 1000000} MB" if s >= 1000000 else f"{s // 1000} KB" if s >= 1000 else f"{s} B"
 print(f"# Event channels: latency and bandwidth against event size ({sys.argv[2]} run, "
       f"{platform.node()}, {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC)\n")
+# the link each peer's events crossed (two processes on this host)
+link = {"zmq": "tcp", "omniorb": "tcp", "mpi-tcp": "tcp", "mpi-shm": "shared memory",
+        "conflux": "tcp"}
+print("| link | " + " | ".join(link.get(p, "?") for p in peers) + " |\n")
 for metric, key, unit in (("latency", "latency_us", "one-way latency, median, us"),
                           ("bandwidth", "bandwidth_MBps", "windowed bandwidth, MB/s")):
     print(f"## {unit}\n")
@@ -117,6 +123,32 @@ for metric, key, unit in (("latency", "latency_us", "one-way latency, median, us
             r = val.get((p, s, metric))
             cells.append(f"{r[key]:.1f}" if r else "-")
         print(f"| {size_name(s)} | " + " | ".join(cells) + " |")
+    print()
+# Conflux against each peer: > 1 means Conflux is better (lower latency, higher bandwidth)
+if "conflux" in peers:
+    others = [p for p in peers if p != "conflux"]
+    losses = []
+    for metric, key, better in (("latency", "latency_us", "peer / conflux"),
+                                ("bandwidth", "bandwidth_MBps", "conflux / peer")):
+        print(f"## {metric}: Conflux against each peer ({better}; > 1: Conflux better)\n")
+        print("| size | " + " | ".join(others) + " |")
+        print("| --- |" + " --- |" * len(others))
+        for s in sizes:
+            c = val.get(("conflux", s, metric))
+            cells = []
+            for p in others:
+                r = val.get((p, s, metric))
+                if not (c and r and c[key] > 0 and r[key] > 0):
+                    cells.append("-")
+                    continue
+                ratio = r[key] / c[key] if metric == "latency" else c[key] / r[key]
+                cells.append(f"{ratio:.2f}" if ratio >= 1 else f"**{ratio:.2f}**")
+                if ratio < 1:
+                    losses.append(f"{metric} {size_name(s)} vs {p} ({link.get(p, '?')})")
+            print(f"| {size_name(s)} | " + " | ".join(cells) + " |")
+        print()
+    print("Conflux beats every peer at every size." if not losses else
+          "Conflux is behind (bold above) at: " + "; ".join(losses) + ".")
     print()
 for r in skipped:
     print(f"- {r['peer']}: {r['skipped']}")

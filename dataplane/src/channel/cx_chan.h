@@ -73,6 +73,14 @@ struct cx_chan_ctx_opts {
 int cx_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **out);
 /* The advertised address ("tcp://10.0.0.5:4711"). */
 const char *cx_chan_ctx_addr(const struct cx_chan_ctx *ctx);
+/* Runs the runtime's progress on the calling thread for up to timeout_us (-1: no limit):
+ * receives, sends what waits, runs sink handlers here; returns as soon as something was
+ * done or the runtime was woken. For a thread that waits for events (a handler sets a
+ * flag, the thread loops `while (!flag) cx_chan_ctx_drive(ctx, 1000);`): the events reach
+ * it without a hand-off from the progress thread, which stands aside while a thread drives
+ * and for a millisecond after (work queued by other threads ends that at once). Returns
+ * > 0 work done, 0 nothing (timeout or woken: check again), -EDEADLK from a handler. */
+int cx_chan_ctx_drive(struct cx_chan_ctx *ctx, long timeout_us);
 /* Closes every channel (telling the contacts), flushes the links for up to one second,
  * stops the thread and frees everything. NULL is allowed. */
 void cx_chan_ctx_destroy(struct cx_chan_ctx *ctx);

@@ -36,6 +36,16 @@ void chan_kick(struct cx_chan_ctx *ctx)
     uint64_t one = 1;
     ssize_t w = write(ctx->kickfd, &one, sizeof one);
     (void)w;
+    if (!on_thread) /* a driver sees the kickfd; a parked progress thread must come back */
+        cx_engine_unpark(ctx->eng);
+}
+
+int cx_chan_ctx_drive(struct cx_chan_ctx *ctx, long timeout_us)
+{
+    if (chan_on_progress_thread(ctx))
+        return cx_err_set(EDEADLK, "channel: cx_chan_ctx_drive from a sink handler");
+    int rc = cx_engine_drive(ctx->eng, timeout_us < 0 ? -1 : (int64_t)timeout_us * 1000);
+    return rc < 0 ? rc : rc > 0;
 }
 
 int chan_wait(struct cx_chan_ctx *ctx, long long deadline_ms)

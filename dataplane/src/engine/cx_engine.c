@@ -15,6 +15,9 @@
 
 #define WAKE_ID UINT32_MAX
 #define BUDGET 64
+/* After a cx_engine_drive returns, the engine thread stays parked this long unless
+ * unparked: an application that drives in a loop keeps the progress to itself. */
+#define LEASE_NS 1000000
 
 struct slot {
     struct cx_engine_source src;
@@ -42,6 +45,13 @@ struct cx_engine {
     int nslots;            /* highest used slot + 1 */
     int in_round;          /* a round is running (for add/remove from callbacks) */
     pthread_t round_owner; /* the thread running it */
+    /* cx_engine_drive: while a thread drives (or its lease runs), the engine thread parks */
+    int drivers;           /* atomic: threads inside cx_engine_drive */
+    uint64_t lease_until;  /* atomic: monotonic ns */
+    int in_epoll;          /* atomic: the engine thread is (about to be) in epoll_wait */
+    int parked, unpark;    /* atomic; park_cv waits under park_lock */
+    pthread_mutex_t park_lock;
+    pthread_cond_t park_cv;
     struct slot slots[CX_ENGINE_MAX_SOURCES];
     struct cx_engine_stats st;
 };
@@ -63,6 +73,12 @@ int cx_engine_create(const struct cx_idle_strategy *idle, struct cx_engine **out
     struct epoll_event ev = {.events = EPOLLIN, .data.u32 = WAKE_ID};
     epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->wakefd, &ev);
     pthread_mutex_init(&e->lock, NULL);
+    pthread_mutex_init(&e->park_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->park_cv, &ca);
+    pthread_condattr_destroy(&ca);
     *out = e;
     return 0;
 }
@@ -236,7 +252,12 @@ int cx_engine_do_work(struct cx_engine *e)
     return work;
 }
 
-int cx_engine_block(struct cx_engine *e, int timeout_ms)
+static int is_engine_thread(struct cx_engine *e)
+{
+    return e->started && pthread_equal(pthread_self(), e->thread);
+}
+
+static int block_ns(struct cx_engine *e, int64_t timeout_ns)
 {
     int blockable = 1;
     pthread_mutex_lock(&e->lock);
@@ -255,11 +276,100 @@ int cx_engine_block(struct cx_engine *e, int timeout_ms)
         return 0;
     if (__atomic_load_n(&e->waiters, __ATOMIC_SEQ_CST))
         return 1;
-    e->st.blocks++;
-    int r = cx_engine_wait(e, timeout_ms);
+    int self = is_engine_thread(e);
+    if (self) { /* a driver that comes now sees in_epoll and wakes us (or we see it) */
+        __atomic_store_n(&e->in_epoll, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&e->drivers, __ATOMIC_SEQ_CST)) {
+            __atomic_store_n(&e->in_epoll, 0, __ATOMIC_SEQ_CST);
+            return 1;
+        }
+    }
+    __atomic_add_fetch(&e->st.blocks, 1, __ATOMIC_RELAXED);
+    int r = cx_engine_wait_ns(e, timeout_ns);
+    if (self)
+        __atomic_store_n(&e->in_epoll, 0, __ATOMIC_SEQ_CST);
     if (r > 0)
-        e->st.wakeups++;
+        __atomic_add_fetch(&e->st.wakeups, 1, __ATOMIC_RELAXED);
     return r;
+}
+
+int cx_engine_block(struct cx_engine *e, int timeout_ms)
+{
+    return block_ns(e, timeout_ms < 0 ? -1 : (int64_t)timeout_ms * 1000000);
+}
+
+int cx_engine_drive(struct cx_engine *e, int64_t timeout_ns)
+{
+    if (in_own_round(e) || is_engine_thread(e))
+        return cx_err_set(EDEADLK, "engine: cx_engine_drive from the engine's own round");
+    uint64_t now = cx_idle_now_ns();
+    uint64_t end = timeout_ns < 0 ? UINT64_MAX : now + (uint64_t)timeout_ns;
+    uint64_t spin_end = now + e->ist.spin_ns;
+    __atomic_add_fetch(&e->drivers, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&e->in_epoll, __ATOMIC_SEQ_CST))
+        cx_engine_wake(e); /* the engine thread leaves epoll and parks */
+    int work = 0;
+    for (;;) {
+        if ((work = cx_engine_do_work(e)) != 0)
+            break;
+        now = cx_idle_now_ns();
+        if (now >= end || __atomic_load_n(&e->stop, __ATOMIC_ACQUIRE))
+            break;
+        if (now < spin_end) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            continue;
+        }
+        int r = block_ns(e, end == UINT64_MAX ? -1 : (int64_t)(end - now));
+        if (r > 0) { /* an fd or a wake fired: one round, then the caller checks */
+            work = cx_engine_do_work(e);
+            break;
+        }
+    }
+    __atomic_store_n(&e->lease_until, cx_idle_now_ns() + LEASE_NS, __ATOMIC_RELEASE);
+    __atomic_sub_fetch(&e->drivers, 1, __ATOMIC_SEQ_CST);
+    return work;
+}
+
+void cx_engine_unpark(struct cx_engine *e)
+{
+    /* Dekker with park(): either it sees unpark or we see parked. The lease ends too: the
+     * engine thread runs on until a driver comes again. */
+    __atomic_store_n(&e->lease_until, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&e->unpark, 1, __ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(&e->parked, __ATOMIC_SEQ_CST))
+        return;
+    pthread_mutex_lock(&e->park_lock);
+    pthread_cond_signal(&e->park_cv);
+    pthread_mutex_unlock(&e->park_lock);
+}
+
+/* Whether the engine thread should stand aside for a driver. */
+static int leased(struct cx_engine *e)
+{
+    return __atomic_load_n(&e->drivers, __ATOMIC_SEQ_CST) ||
+           cx_idle_now_ns() < __atomic_load_n(&e->lease_until, __ATOMIC_ACQUIRE);
+}
+
+/* Parks the engine thread while a driver holds the progress (until the lease ends, an
+ * unpark, or stop). */
+static void park(struct cx_engine *e)
+{
+    pthread_mutex_lock(&e->park_lock);
+    __atomic_store_n(&e->parked, 1, __ATOMIC_SEQ_CST);
+    while (!__atomic_load_n(&e->unpark, __ATOMIC_SEQ_CST) && !__atomic_load_n(&e->stop, __ATOMIC_ACQUIRE) && leased(e)) {
+        uint64_t until = __atomic_load_n(&e->lease_until, __ATOMIC_ACQUIRE);
+        uint64_t now = cx_idle_now_ns();
+        if (__atomic_load_n(&e->drivers, __ATOMIC_SEQ_CST) || until < now + 1000)
+            until = now + LEASE_NS;
+        struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+        pthread_cond_timedwait(&e->park_cv, &e->park_lock, &ts);
+    }
+    __atomic_store_n(&e->unpark, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&e->parked, 0, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&e->park_lock);
+    e->ist.spin_start_ns = 0;
 }
 
 int cx_engine_wait(struct cx_engine *e, int timeout_ms)
@@ -301,7 +411,14 @@ static void *engine_main(void *arg)
 {
     struct cx_engine *e = arg;
     while (!__atomic_load_n(&e->stop, __ATOMIC_ACQUIRE)) {
+        if (leased(e) && !__atomic_load_n(&e->waiters, __ATOMIC_SEQ_CST) &&
+            !__atomic_exchange_n(&e->unpark, 0, __ATOMIC_SEQ_CST)) {
+            park(e);
+            continue;
+        }
         int w = cx_engine_do_work(e);
+        if (w > 0 && __atomic_load_n(&e->drivers, __ATOMIC_SEQ_CST))
+            cx_engine_wake(e); /* a driver asleep in epoll: it should look at what we did */
         if (__atomic_load_n(&e->waiters, __ATOMIC_SEQ_CST))
             sched_yield(); /* let add/remove in */
         e->idle->idle(&e->ist, w, e);
@@ -327,11 +444,16 @@ void cx_engine_destroy(struct cx_engine *e)
     if (e->started) {
         __atomic_store_n(&e->stop, 1, __ATOMIC_RELEASE);
         cx_engine_wake(e);
+        pthread_mutex_lock(&e->park_lock);
+        pthread_cond_signal(&e->park_cv);
+        pthread_mutex_unlock(&e->park_lock);
         pthread_join(e->thread, NULL);
     }
     close(e->epfd);
     close(e->wakefd);
     pthread_mutex_destroy(&e->lock);
+    pthread_mutex_destroy(&e->park_lock);
+    pthread_cond_destroy(&e->park_cv);
     free(e);
 }
 

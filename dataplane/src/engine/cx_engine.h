@@ -84,6 +84,20 @@ int cx_engine_wait_ns(struct cx_engine *e, int64_t timeout_ns);
 /* Wakes the engine out of cx_engine_block (thread-safe, async-signal-safe). */
 void cx_engine_wake(struct cx_engine *e);
 
+/* Runs the engine on the calling thread (an application thread waiting for something a
+ * callback will record): rounds, a spin of CX_IDLE_SPIN_NS, then a block in epoll, until a
+ * round did work, the engine was woken, or timeout_ns passed (-1 = no limit). Callbacks run
+ * on the caller. Meanwhile, and for LEASE (1 ms) after it returns, the engine thread stands
+ * aside (parked, not polling): a thread that drives in a loop receives without a hand-off
+ * between threads and without a second thread competing for the cores. Anything that
+ * needs the engine thread in that time calls cx_engine_unpark. Returns the work done (0:
+ * timeout, or woken with nothing to do; check your condition again), or -EDEADLK from a
+ * callback of this engine. Thread-safe; several drivers are serialised by the round lock. */
+int cx_engine_drive(struct cx_engine *e, int64_t timeout_ns);
+/* Ends a parked engine thread's stand-aside at once (cheap when it is not parked): for work
+ * queued from a thread that is not driving. */
+void cx_engine_unpark(struct cx_engine *e);
+
 /* Counters since creation; per-source poll counts with cx_engine_source_polls. */
 void cx_engine_stats(struct cx_engine *e, struct cx_engine_stats *out);
 uint64_t cx_engine_source_polls(struct cx_engine *e, int id);

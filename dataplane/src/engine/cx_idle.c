@@ -4,6 +4,7 @@
 #include "engine/cx_engine.h"
 
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -14,6 +15,21 @@ void cx_idle_state_init(struct cx_idle_state *st)
     st->yields = 100;
     st->min_sleep_ns = 1000;
     st->max_sleep_ns = 1000000;
+    st->spin_ns = CX_IDLE_SPIN_NS;
+    const char *env = getenv("CONFLUX_SPIN_US"); /* a host with idle cores may spin longer */
+    if (env && *env) {
+        char *end;
+        unsigned long us = strtoul(env, &end, 10);
+        if (!*end && us <= 1000000)
+            st->spin_ns = us * 1000;
+    }
+}
+
+uint64_t cx_idle_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void nap(uint64_t ns)
@@ -81,15 +97,24 @@ static void backoff_idle(struct cx_idle_state *st, int work, struct cx_engine *e
         nap_or_wait(e, st->max_sleep_ns);
 }
 
+/* Spin for spin_ns after the last round with work (a reply often comes within that), then
+ * block until an fd or a wake fires. */
 static void block_idle(struct cx_idle_state *st, int work, struct cx_engine *e)
 {
-    if (!backoff_step(st, work, e))
+    if (work) {
+        st->spin_start_ns = 0;
         return;
-    st->blocks++;
-    if (cx_engine_block(e, -1) > 0) { /* woken by an fd: be hot again */
-        st->empty = 0;
-        st->sleep_ns = 0;
     }
+    uint64_t now = cx_idle_now_ns();
+    if (!st->spin_start_ns)
+        st->spin_start_ns = now;
+    if (now - st->spin_start_ns < st->spin_ns) {
+        spin_idle(st, work, NULL);
+        return;
+    }
+    st->blocks++;
+    if (cx_engine_block(e, -1) > 0) /* woken: be hot again */
+        st->spin_start_ns = 0;
 }
 
 const struct cx_idle_strategy cx_idle_spin = {"spin", spin_idle};

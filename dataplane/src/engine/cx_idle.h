@@ -3,8 +3,12 @@
  * round costs: spin (nothing, lowest latency, one core burned), yield (sched_yield), backoff
  * (spin, then yield, then sleep with a doubling period up to max_sleep_ns; the engine's
  * sleeps are epoll waits on the sources' fds, so a readable socket cuts them short) and block
- * (backoff, then sleep in epoll on the drivers' fds until one of them wakes: an idle
- * process uses no CPU). Any round with work resets the state to its hottest phase. */
+ * (spin for a few microseconds after the last work, then block in epoll on the armed
+ * drivers' fds until one of them or cx_engine_wake fires: an idle process uses no CPU and
+ * wakes as soon as the kernel runs it). Block has no yield or sleep ladder on purpose: on a
+ * machine whose cores are shared, a thread that keeps yielding or napping competes with the
+ * very peer it waits for and then wakes late; a blocked one is woken at once. Any round with
+ * work resets the state to its hottest phase. */
 #ifndef CX_IDLE_H
 #define CX_IDLE_H
 
@@ -19,6 +23,8 @@ struct cx_idle_state {
     uint64_t spins;     /* empty rounds spent spinning */
     uint64_t yields;    /* then rounds spent yielding */
     uint64_t min_sleep_ns, max_sleep_ns;
+    uint64_t spin_ns;   /* block: spin this long after the last work, then block */
+    uint64_t spin_start_ns; /* block: when the current run of empty rounds began (0 = none) */
     uint64_t blocks;    /* statistics: times the engine blocked */
 };
 
@@ -35,8 +41,12 @@ extern const struct cx_idle_strategy cx_idle_yield;
 extern const struct cx_idle_strategy cx_idle_backoff;
 extern const struct cx_idle_strategy cx_idle_block;
 
-/* Fills defaults: 1000 spins, 100 yields, sleeps doubling 1 us .. 1 ms (about
- * 2 ms in all), then block. */
+/* Fills defaults: backoff: 1000 spins, 100 yields, sleeps doubling 1 us .. 1 ms (about
+ * 2 ms in all); block: spin CX_IDLE_SPIN_NS (or the environment's CONFLUX_SPIN_US
+ * microseconds, 0..1000000), then block. */
+#define CX_IDLE_SPIN_NS 20000
+/* Monotonic nanoseconds (the clock the strategies and cx_engine_drive use). */
+uint64_t cx_idle_now_ns(void);
 void cx_idle_state_init(struct cx_idle_state *st);
 
 #endif

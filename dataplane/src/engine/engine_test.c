@@ -6,6 +6,7 @@
 #include "common/cx_test.h"
 #include "transport/conformance.h"
 
+#include <pthread.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -157,6 +158,79 @@ CX_TEST(engine_remove_from_callback_and_from_other_thread)
     usleep(20000);
     CX_CHECK_EQ_INT(left, after); /* not polled after remove returned */
     cx_engine_destroy(e);
+}
+
+/* Records which thread ran the callback. */
+struct who { int n; pthread_t t; struct cx_engine *e; int drive_rc; };
+static void on_msg_who(void *arg, const struct cx_frame_hdr *h, const void *p, size_t n)
+{
+    (void)h, (void)p, (void)n;
+    struct who *w = arg;
+    w->t = pthread_self();
+    w->drive_rc = cx_engine_drive(w->e, 0); /* from a callback: refused, no deadlock */
+    __atomic_add_fetch(&w->n, 1, __ATOMIC_SEQ_CST);
+}
+
+struct later { struct cx_link *k; struct cx_engine *e; int wake_only; };
+static void *send_later(void *arg)
+{
+    struct later *l = arg;
+    usleep(100000); /* the driver is blocked in epoll by now */
+    if (l->wake_only) {
+        cx_engine_wake(l->e);
+    } else {
+        struct cx_frame_hdr h = {.type = CX_FRAME_DATA};
+        struct iovec v = {"ping", 4};
+        cx_link_send(l->k, &h, &v, 1);
+    }
+    return NULL;
+}
+
+CX_TEST(engine_drive_receives_on_the_caller_and_wakes_from_other_threads)
+{
+    struct cx_link *ta = NULL, *tb = NULL;
+    CX_CHECK_EQ_INT(cx_conf_pair(&cx_tcp_ops, tcp_addr, &ta, &tb), 0);
+    struct cx_engine *e;
+    CX_CHECK_EQ_INT(cx_engine_create(&cx_idle_block, &e), 0);
+    struct who w = {.e = e};
+    CX_CHECK(cx_engine_add_link(e, ta, on_msg_who, &w, NULL, NULL) >= 0);
+    CX_CHECK_EQ_INT(cx_engine_start(e), 0);
+    usleep(50000); /* the engine thread blocks in epoll: the driver must get it out of the way */
+    for (int round = 0; round < 3; round++) {
+        /* a message sent from another thread while the caller is blocked in drive */
+        pthread_t th;
+        struct later l = {.k = tb, .e = e};
+        CX_CHECK_EQ_INT(pthread_create(&th, NULL, send_later, &l), 0);
+        double t0 = cx_conf_now();
+        while (__atomic_load_n(&w.n, __ATOMIC_SEQ_CST) < round + 1 && cx_conf_now() - t0 < 5)
+            CX_CHECK(cx_engine_drive(e, 5000000000LL) >= 0);
+        pthread_join(th, NULL);
+        CX_CHECK_EQ_INT(w.n, round + 1);
+        CX_CHECK(pthread_equal(w.t, pthread_self())); /* the callback ran on the driver */
+        CX_CHECK_EQ_INT(w.drive_rc, -EDEADLK);
+    }
+    /* a wake from another thread ends a blocked drive with nothing done, long before its
+     * 5 s timeout */
+    pthread_t th;
+    struct later l = {.e = e, .wake_only = 1};
+    CX_CHECK_EQ_INT(pthread_create(&th, NULL, send_later, &l), 0);
+    double t0 = cx_conf_now();
+    int rc = cx_engine_drive(e, 5000000000LL);
+    double took = cx_conf_now() - t0;
+    pthread_join(th, NULL);
+    CX_CHECK_EQ_INT(rc, 0);
+    CX_CHECK(took < 4.0);
+    /* after the last drive, and unparked, the engine thread receives again by itself */
+    cx_engine_unpark(e);
+    struct cx_frame_hdr h = {.type = CX_FRAME_DATA};
+    struct iovec v = {"pong", 4};
+    CX_CHECK_EQ_INT(cx_link_send(tb, &h, &v, 1), 0);
+    CX_CHECK(wait_for(&w.n, 4, 2.0));
+    CX_CHECK(!pthread_equal(w.t, pthread_self()));
+    /* a timeout with nothing to do returns 0 */
+    CX_CHECK_EQ_INT(cx_engine_drive(e, 1000000), 0);
+    cx_engine_destroy(e);
+    cx_link_close(ta), cx_link_close(tb);
 }
 
 CX_TEST_MAIN()
