@@ -38,6 +38,7 @@ struct mlink {
     uint32_t echo_due, echo_len, ack_due, cpu_due;
     int cmd, stop;              /* a command the server must run (OP_STREAM, OP_BILAT) */
     struct cmd_msg arg;
+    uint64_t cmd_data0;         /* data count when the command arrived (later messages count) */
     uint8_t *reply;             /* the server's echo buffer */
     size_t reply_cap;
 };

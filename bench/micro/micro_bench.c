@@ -37,48 +37,55 @@ static const struct cx_driver_ops *driver(const char *name)
     return NULL;
 }
 
-/* Forks a peer that listens, tells us its address through a pipe and serves one link. */
-static pid_t start_peer(const struct cx_driver_ops *ops, const char *drv, int i, int block,
-                        struct mlink *m)
+/* Forks n peers; each listens, tells us its address through a pipe and serves one link.
+ * All are forked before this process connects: a process must not fork once it has set up
+ * a driver's state (ucx). */
+static void start_peers(const struct cx_driver_ops *ops, const char *drv, int n, int block,
+                        struct mlink *m, pid_t *pid)
 {
-    int fds[2];
-    if (pipe(fds) < 0) die("pipe", -1);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        char addr[256];
-        if (!strcmp(drv, "shm"))
-            snprintf(addr, sizeof addr, "shm:///tmp/cx-micro-%d-%d.sock", (int)getpid(), i);
-        else
-            snprintf(addr, sizeof addr, "%s://127.0.0.1:0", drv);
-        struct cx_listener *l;
-        CK(ops->listen(addr, &l));
-        const char *a = ops->listener_addr(l);
-        if (write(fds[1], a, strlen(a) + 1) < 0) _exit(1);
+    int rfd[16];
+    for (int i = 0; i < n; i++) {
+        int fds[2];
+        if (pipe(fds) < 0) die("pipe", -1);
+        fflush(NULL);
+        pid[i] = fork();
+        if (pid[i] == 0) {
+            close(fds[0]);
+            char addr[256];
+            if (!strcmp(drv, "shm"))
+                snprintf(addr, sizeof addr, "shm:///tmp/cx-micro-%d-%d.sock", (int)getpid(), i);
+            else
+                snprintf(addr, sizeof addr, "%s://127.0.0.1:0", drv);
+            struct cx_listener *l;
+            CK(ops->listen(addr, &l));
+            const char *a = ops->listener_addr(l);
+            if (write(fds[1], a, strlen(a) + 1) < 0) _exit(1);
+            close(fds[1]);
+            struct cx_link *k;
+            CK(ops->accept(l, 30000, &k));
+            ops->listener_close(l);
+            struct mlink s;
+            ml_init(&s, k);
+            s.block = block;
+            ml_serve(&s);
+            cx_link_close(k);
+            _exit(0);
+        }
         close(fds[1]);
-        struct cx_link *k;
-        CK(ops->accept(l, 30000, &k));
-        ops->listener_close(l);
-        struct mlink s;
-        ml_init(&s, k);
-        s.block = block;
-        ml_serve(&s);
-        cx_link_close(k);
-        _exit(0);
+        rfd[i] = fds[0];
     }
-    close(fds[1]);
-    char addr[256] = {0};
-    size_t got = 0;
-    ssize_t r;
-    while (got < sizeof addr - 1 && (r = read(fds[0], addr + got, sizeof addr - 1 - got)) > 0)
-        got += (size_t)r;
-    close(fds[0]);
-    if (!got) die("peer did not start", -1);
-    struct cx_link *k;
-    CK(ops->connect(addr, &k));
-    ml_init(m, k);
-    return pid;
+    for (int i = 0; i < n; i++) {
+        char addr[256] = {0};
+        size_t got = 0;
+        ssize_t r;
+        while (got < sizeof addr - 1 && (r = read(rfd[i], addr + got, sizeof addr - 1 - got)) > 0)
+            got += (size_t)r;
+        close(rfd[i]);
+        if (!got) die("peer did not start", -1);
+        struct cx_link *k;
+        CK(ops->connect(addr, &k));
+        ml_init(&m[i], k);
+    }
 }
 
 static void stop_peers(struct mlink *m, pid_t *pid, int n)
@@ -118,14 +125,12 @@ int main(int argc, char **argv)
         /* the peers block on their fd when idle, so N busy-polling peers do not starve
          * the hot node on a machine with fewer cores than processes */
         s.out.note = "peers block on their fd when idle";
-        for (int np = 1; np <= maxp; np++) {
-            for (int j = 0; j < np; j++) pid[j] = start_peer(ops, argv[1], j, 1, &m[j]);
-            test_hotspot(&s, m, np);
-            stop_peers(m, pid, np);
-        }
+        start_peers(ops, argv[1], maxp, 1, m, pid); /* peers beyond np wait, blocked */
+        for (int np = 1; np <= maxp; np++) test_hotspot(&s, m, np);
+        stop_peers(m, pid, maxp);
         return 0;
     }
-    pid[0] = start_peer(ops, argv[1], 0, 0, &m[0]);
+    start_peers(ops, argv[1], 1, 0, m, pid);
     run_tests(&s, argv[2], &m[0]);
     stop_peers(m, pid, 1);
     return 0;

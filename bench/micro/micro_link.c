@@ -70,6 +70,7 @@ static void on_msg(void *arg, const struct cx_frame_hdr *h, const void *p, size_
     case OP_STREAM:
     case OP_BILAT:
         m->cmd = (int)h->channel;
+        m->cmd_data0 = m->data;
         if (n >= sizeof m->arg) memcpy(&m->arg, p, sizeof m->arg);
         break;
     case OP_MODE: m->block = n && ((const uint8_t *)p)[0]; break;
@@ -147,7 +148,7 @@ void ml_serve(struct mlink *m)
         } else if (m->cmd == OP_BILAT) {
             m->cmd = 0;
             uint8_t *buf = calloc(1, m->arg.size ? m->arg.size : 1);
-            uint64_t d0 = m->data;
+            uint64_t d0 = m->cmd_data0;
             for (uint64_t i = 0; i < m->arg.windows; i++) {
                 CK(ml_send(m, OP_DATA, buf, m->arg.size));
                 while (m->data < d0 + i + 1) CK(ml_pump(m));
