@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The microbenchmark suite over every raw link, with its peers, all in one run:
 #   Conflux: micro_bench shm|tcp|ucx|tls (all tests + hot-spot), micro_dpdk (memif)
-#   peers:   Open MPI (mpi_micro.c, OSU style; btl vader = shm, btl tcp = tcp), ucx_perftest
+#   peers:   Open MPI (mpi_micro.c, OSU style; btl vader = shm, btl tcp = tcp, pml ucx = ucx),
+#            ucx_perftest
 #            (UCX_TLS=posix for shm, $CX_BENCH_UCX_TLS for ucx), sockperf and iperf3 (tcp),
 #            the bare DPDK memif ping-pong (bench/transport/dpdk_pingpong.c)
 # Every row, with its command, goes to bench/results/micro.jsonl (replaced each run).
@@ -84,16 +85,18 @@ fi
 # --- peers ------------------------------------------------------------------------------
 if [ -x "$B/mpi_micro" ]; then
   M="mpirun --allow-run-as-root --oversubscribe --mca btl_tcp_if_include lo"
-  for pair in "shm self,vader" "tcp self,tcp"; do
-    set -- $pair
-    cmd="$M -np 2 --mca btl $2 bench/micro/build/mpi_micro $1 all $mode $REPS"
+  # link | the MCA selection standing for it
+  for sel in "shm|--mca pml ob1 --mca btl self,vader" "tcp|--mca pml ob1 --mca btl self,tcp" \
+             "ucx|--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_TLS=$UTLS -x UCX_NET_DEVICES=lo"; do
+    link=${sel%%|*} mca=${sel#*|}
+    cmd="$M -np 2 $mca bench/micro/build/mpi_micro $link all $mode $REPS"
     say "$cmd"
-    timeout "$TMO" $M -np 2 --mca btl "$2" "$B/mpi_micro" "$1" all "$mode" "$REPS" 2>"$tmp/err" |
-      tag "$cmd" openmpi || { say "mpi $1 failed: $(tail -2 "$tmp/err")"; status=1; }
+    timeout "$TMO" $M -np 2 $mca "$B/mpi_micro" "$link" all "$mode" "$REPS" 2>"$tmp/err" |
+      tag "$cmd" openmpi || { say "mpi $link failed: $(tail -2 "$tmp/err")"; status=1; }
     for np in $(seq 1 "$HOT_PEERS"); do
-      cmd="$M -np $((np + 1)) --mca btl $2 bench/micro/build/mpi_micro $1 hotspot $mode $REPS"
-      timeout "$TMO" $M -np $((np + 1)) --mca btl "$2" "$B/mpi_micro" "$1" hotspot "$mode" "$REPS" \
-        2>"$tmp/err" | tag "$cmd" openmpi || { say "mpi hotspot failed"; status=1; }
+      cmd="$M -np $((np + 1)) $mca bench/micro/build/mpi_micro $link hotspot $mode $REPS"
+      timeout "$TMO" $M -np $((np + 1)) $mca "$B/mpi_micro" "$link" hotspot "$mode" "$REPS" \
+        2>"$tmp/err" | tag "$cmd" openmpi || { say "mpi $link hotspot failed"; status=1; }
     done
   done
 else
