@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The microbenchmark suite over every raw link, with its peers, all in one run:
-#   Conflux: micro_bench shm|tcp|ucx|tls (all tests + hot-spot), micro_dpdk (memif)
+#   Conflux: micro_bench shm|tcp|ucx|tls (all tests + hot-spot), micro_dpdk (memif),
+#            layer_chan, layer_pipe (the event-channel and pipe layers: latency, windowed
+#            bandwidth, CPU; the pipe layer over a space server, confluxd --role=space)
 #   peers:   Open MPI (mpi_micro.c, OSU style; btl vader = shm, btl tcp = tcp, pml ucx = ucx),
 #            ucx_perftest
 #            (UCX_TLS=posix for shm, $CX_BENCH_UCX_TLS for ucx), sockperf and iperf3 (tcp),
@@ -80,6 +82,35 @@ if [ -x "$B/micro_dpdk" ]; then
   dpdk_pair "$B/micro_dpdk" "" all "$mode" "$REPS" | tag "$cmd"
 else
   say "dpdk: not measured (DPDK not installed)"
+fi
+
+# the event-channel layer (its links are TCP)
+if [ -x "$B/layer_chan" ]; then
+  cmd="bench/micro/build/layer_chan $mode $REPS"
+  say "$cmd"
+  timeout "$TMO" "$B/layer_chan" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" ||
+    { say "layer_chan failed: $(tail -2 "$tmp/err")"; status=1; }
+fi
+
+# the pipe layer, over one space server (no fsync: the messaging cost, not the disk's)
+CONFLUXD="$here/../../dataplane/build/bin/confluxd"
+if [ -x "$B/layer_pipe" ] && [ -x "$CONFLUXD" ]; then
+  mkdir -p "$tmp/space"
+  "$CONFLUXD" --role=space --dir="$tmp/space" --listen=tcp://127.0.0.1:0 --fsync=none --quiet \
+    >"$tmp/space.out" 2>"$tmp/space.err" & sp=$!; pids+=("$sp")
+  for _ in $(seq 100); do grep -q '^listening' "$tmp/space.out" 2>/dev/null && break; sleep 0.05; done
+  addr=$(awk '/^listening/ {print $2}' "$tmp/space.out")
+  if [ -n "$addr" ]; then
+    cmd="confluxd --role=space --dir=D --listen=tcp://127.0.0.1:0 --fsync=none & bench/micro/build/layer_pipe ADDR $mode $REPS"
+    say "$cmd"
+    timeout "$TMO" "$B/layer_pipe" "$addr" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" ||
+      { say "layer_pipe failed: $(tail -2 "$tmp/err")"; status=1; }
+  else
+    say "pipe layer not measured: confluxd did not start: $(tail -2 "$tmp/space.err")"; status=1
+  fi
+  kill "$sp" 2>/dev/null; wait "$sp" 2>/dev/null
+else
+  say "pipe layer not measured (dataplane/build/bin/confluxd not built)"
 fi
 
 # --- peers ------------------------------------------------------------------------------
