@@ -45,7 +45,7 @@ static void set_mode(struct mlink *m, int block)
 /* Messages per repetition: enough bytes to time, fewer for the smoke run. */
 static uint64_t lat_iters(const struct suite *s, size_t size)
 {
-    uint64_t n = s->quick ? 1000 : 20000, cap = (s->quick ? 32u : 512u) << 20;
+    uint64_t n = s->quick ? 300 : 20000, cap = (s->quick ? 32u : 512u) << 20;
     if (n * (size + 64) > cap) n = cap / (size + 64);
     return n < 50 ? 50 : n;
 }
@@ -54,7 +54,7 @@ static uint64_t windows_for(const struct suite *s, uint64_t q, size_t size)
 {
     uint64_t bytes = (s->quick ? 16ull : 256ull) << 20, w = bytes / (q * (size + 48));
     uint64_t lo = s->quick ? 4 : 16;
-    if (s->quick && w > 4000 / q) w = 4000 / q; /* the smoke run: at most ~4000 messages */
+    if (s->quick && w > 1000 / q) w = 1000 / q; /* the smoke run: at most ~1000 messages */
     if (w < lo) w = lo;
     if (w > 20000) w = 20000;
     return w;
@@ -327,7 +327,7 @@ void test_reuse(struct suite *s, struct mlink *m)
  * then receives windowed streams from all of them at once. */
 void test_hotspot(struct suite *s, struct mlink *m, int np)
 {
-    uint64_t n = s->quick ? 500 : 5000;
+    uint64_t n = s->quick ? 200 : 5000;
     uint8_t buf[8] = {0};
     double r[MAXREP];
     int ok = 1;

@@ -67,14 +67,14 @@ static void emit(const char *test, const char *params, const char *metric, const
 }
 static uint64_t lat_iters(size_t size)
 {
-    uint64_t n = quick ? 1000 : 20000, cap = (quick ? 32u : 512u) << 20;
+    uint64_t n = quick ? 300 : 20000, cap = (quick ? 32u : 512u) << 20;
     if (n * (size + 64) > cap) n = cap / (size + 64);
     return n < 50 ? 50 : n;
 }
 static uint64_t windows_for(uint64_t q, size_t size)
 {
     uint64_t w = ((quick ? 16ull : 256ull) << 20) / (q * (size + 48)), lo = quick ? 4 : 16;
-    if (quick && w > 4000 / q) w = 4000 / q; /* the smoke run: at most ~4000 messages */
+    if (quick && w > 1000 / q) w = 1000 / q; /* the smoke run: at most ~1000 messages */
     return w < lo ? lo : w > 20000 ? 20000 : w;
 }
 
@@ -294,7 +294,7 @@ static void t_reuse(void)
 static void t_hotspot(void)
 {
     int np = nranks - 1;
-    uint64_t n = quick ? 500 : 5000;
+    uint64_t n = quick ? 200 : 5000;
     char ping[8] = {0};
     double r[MAXREP];
     MPI_Request rq[64];

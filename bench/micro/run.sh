@@ -137,7 +137,7 @@ fi
 LATS=$(quick && echo "8 1024 65536" || echo "8 64 512 4096 32768 262144 1048576")
 BWS=$(quick && echo "64 65536" || echo "64 512 4096 32768 262144 1048576")
 QS=$(quick && echo "16" || echo "8 16 64 100")
-lat_iters() { local n; n=$(quick && echo 1000 || echo 20000); [ "$1" -gt 65536 ] && n=500; echo "$n"; }
+lat_iters() { local n; n=$(quick && echo 300 || echo 20000); [ "$1" -gt 65536 ] && n=500; echo "$n"; }
 
 if have ucx_perftest; then
   pt() { # <tls> <test> <size> <iters> [-O q] -> "Final:" fields
