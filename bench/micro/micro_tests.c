@@ -56,7 +56,7 @@ static uint64_t windows_for(const struct suite *s, uint64_t q, size_t size)
     uint64_t lo = s->quick ? 4 : 16;
     if (s->quick && w > 1000 / q) w = 1000 / q; /* the smoke run: at most ~1000 messages */
     if (w < lo) w = lo;
-    if (w > 20000) w = 20000;
+    if (w > 50000 / q) w = 50000 / q; /* at most ~50000 messages a point: small sizes on tcp take ~30 us each */
     return w;
 }
 

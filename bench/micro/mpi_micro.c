@@ -75,7 +75,8 @@ static uint64_t windows_for(uint64_t q, size_t size)
 {
     uint64_t w = ((quick ? 16ull : 256ull) << 20) / (q * (size + 48)), lo = quick ? 4 : 16;
     if (quick && w > 1000 / q) w = 1000 / q; /* the smoke run: at most ~1000 messages */
-    return w < lo ? lo : w > 20000 ? 20000 : w;
+    if (w > 50000 / q) w = 50000 / q; /* at most ~50000 messages a point, as micro_tests.c */
+    return w < lo ? lo : w;
 }
 
 static double pingpong(size_t size, uint64_t n)
