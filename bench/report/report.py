@@ -335,6 +335,7 @@ def make_plots(rows, d):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError:
         print("report: matplotlib missing (python3-matplotlib): no plots", file=sys.stderr)
         return []
@@ -369,6 +370,8 @@ def make_plots(rows, d):
             ax.errorbar(xs, ys, yerr=[lo, hi], label=lab, linestyle=ls, color=col, marker=mk, ms=4, capsize=2)
         if logx:
             ax.set_xscale("log", base=2)
+        elif x == "peers":
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if logy:
             ax.set_yscale("log")
         ax.set_xlabel(x)
@@ -391,13 +394,12 @@ def make_plots(rows, d):
     plot("channel_bw_vs_size", "Event-channel bandwidth against size", [r for r in rows if r["test"] == "bw" and r["layer"] == "channel"], "size", "MB/s")
     plot("bilat_vs_size", "Bidirectional latency (both send each round)", [r for r in rows if r["test"] == "bilat"], "size", "us per round")
     plot("bibw_vs_size", "Bidirectional bandwidth (sum of both directions)", [r for r in rows if r["test"] == "bibw"], "size", "MB/s")
-    plot("overlap", "Bandwidth while computing (64 KiB, Q = 16)",
-         [dict(r, params=dict(r["params"], compute_pct=100 * r["params"].get("compute_share", 0)))
-          for r in rows if r["test"] == "overlap"], "compute_pct", "MB/s", logx=False, logy=True)
+    plot("overlap", "Bandwidth while computing after each send (64 KiB, Q = 16; share of time in the table)",
+         [r for r in rows if r["test"] == "overlap"], "compute_us", "MB/s", logx=False, logy=True)
     plot("reuse_fifo", "Bandwidth with N buffers in FIFO order (64 KiB, Q = 16)", [r for r in rows if r["test"] == "reuse_fifo"], "buffers", "MB/s")
     plot("reuse_pct", "Bandwidth with reuse share R of one buffer among 256", [r for r in rows if r["test"] == "reuse_pct"], "reuse_pct", "MB/s", logx=False)
-    plot("hotspot_lat", "Hot-spot: one node pinging 1..N peers each round", [r for r in rows if r["test"] == "hotspot_lat"], "peers", "us (round / 2)", logx=False, logy=False)
-    plot("hotspot_bw", "Hot-spot: one node receiving from 1..N peers", [r for r in rows if r["test"] == "hotspot_bw"], "peers", "MB/s (sum)", logx=False, logy=False)
+    plot("hotspot_lat", "Hot-spot: one node pinging 1..N peers each round", [r for r in rows if r["test"] == "hotspot_lat"], "peers", "us (round / 2)", logx=False, logy=True)
+    plot("hotspot_bw", "Hot-spot: one node receiving from 1..N peers", [r for r in rows if r["test"] == "hotspot_bw"], "peers", "MB/s (sum)", logx=False, logy=True)
     # bars: CPU per message and completion notification
     for name, test, metrics, title in (
             ("cpu", "cpu", ["send_call_cpu_us", "sender_cpu_us", "receiver_cpu_us", "wall_us"], "CPU per message, 64 B, Q = 16"),

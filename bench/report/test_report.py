@@ -32,7 +32,7 @@ def test_summary_has_every_row(tmp_path):
     machine = json.load(open(res / "machine.json"))
     assert machine["cpu"] in md and f"kernel {machine['kernel']}" in md
     # every Conflux (test, link) of the fixture has a headline row and a measured coverage cell
-    cells = {(r["test"], r["link"]) for r in rows if r["impl"] == "conflux"}
+    cells = {(r["test"], r["link"]) for r in rows if r["impl"] == "conflux" and r["layer"] == "driver"}
     assert len(cells) >= 40
     head = md.split("## Headline")[1].split("## Coverage")[0]
     cover = md.split("## Coverage")[1].split("## Every point")[0]
@@ -42,6 +42,11 @@ def test_summary_has_every_row(tmp_path):
         assert line, test
         links = ["shm", "tcp", "ucx", "dpdk", "tls"]
         assert line[0].split("|")[3 + links.index(link)].strip().startswith("✓"), (test, link, line)
+    # the layers: channel and pipe latency, bandwidth and CPU; channel beside bench/channel's peers
+    for layer in ("channel", "pipe"):
+        for test in ("lat", "bw", "cpu"):
+            assert f"| {test} | {layer} | tcp |" in head, (layer, test)
+    assert any(f"| {p} |" in head for p in ("zmq", "omniorb")), "bench/channel peers"
     # every peer of the fixture appears with a ratio beside a Conflux figure
     for impl in {r["impl"] for r in rows} - {"conflux"}:
         lines = [l for l in head.splitlines() if f"| {impl} |" in l]
