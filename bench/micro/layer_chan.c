@@ -237,6 +237,7 @@ int main(int argc, char **argv)
             int q = QS[qi];
             long bytes = (quick ? 4L : 64L) << 20, w = bytes / ((long)q * (long)(bs[i] + 48));
             if (quick && w > 2000 / q) w = 2000 / q;
+            if (w > 20000 / q) w = 20000 / q; /* at most ~20000 events a point: small ones take ~100 us each */
             if (w < 4) w = 4;
             double r[MAXREP], c[3][MAXREP];
             int ok = 1;

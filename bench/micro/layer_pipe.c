@@ -167,6 +167,7 @@ int main(int argc, char **argv)
             int q = QS[qi];
             long bytes = (quick ? 4L : 64L) << 20, wn = bytes / ((long)q * (long)(bs[i] + 48));
             if (quick && wn > 2000 / q) wn = 2000 / q;
+            if (wn > 20000 / q) wn = 20000 / q; /* at most ~20000 events a point: small ones take ~100 us each */
             if (wn < 4) wn = 4;
             double r2[MAXREP], c[3][MAXREP];
             int ok = 1;
