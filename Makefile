@@ -102,8 +102,16 @@ test-e2e: cluster images ## e2e tests against the kind cluster (brings it up and
 ##@ Benchmarks
 
 .PHONY: bench
-bench: build-dataplane ## Benchmarks side by side with peers; results in bench/results
+bench: build-dataplane ## Benchmarks side by side with peers (full); JSON, plots and summary.md in bench/results
 	bench/run.sh
+
+.PHONY: bench-quick
+bench-quick: build-dataplane ## The benchmarks as a smoke test (under 5 minutes): every one runs, numbers sane
+	bench/run.sh --quick
+
+.PHONY: test-bench-report
+test-bench-report: ## bench/report self-check: the report over a recorded fixture has every row and plot
+	cd bench/report && /usr/bin/python3 -m pytest -q test_report.py
 
 ##@ Help
 

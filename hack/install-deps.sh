@@ -24,6 +24,8 @@ APT_PACKAGES=(
   etcd-server debootstrap containerd runc containernetworking-plugins conntrack
   # Python bindings and tests
   python3-pytest python3-cffi python3-numpy
+  # bench/report: the plots
+  python3-matplotlib
   # scripts
   jq curl ca-certificates git make
 )

@@ -8,7 +8,9 @@
 # messages. Prints a Markdown table with ratios; writes bench/results/transport.json and
 # transport.md.
 #   bench/transport/run.sh            (env: LAT_N=100000 BW_N=2000 SECS=3 CX_BENCH_UCX_TLS=tcp)
+#   bench/transport/run.sh --quick    smoke run: LAT_N=5000 BW_N=200 SECS=1
 set -euo pipefail
+if [ "${1:-}" = --quick ]; then LAT_N=${LAT_N:-5000} BW_N=${BW_N:-200} SECS=${SECS:-1}; fi
 here=$(cd "$(dirname "$0")" && pwd)
 out="$here/../results"
 mkdir -p "$out"

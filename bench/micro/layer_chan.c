@@ -1,0 +1,281 @@
+/* The event-channel layer in the microbenchmark suite: one-way latency against size,
+ * bandwidth with a window of Q outstanding events (Q = 8, 16, 64, 100) and CPU per event,
+ * through the public channel API (cx_chan.h), printed as micro.h's JSON lines (layer
+ * "channel", link "tcp": the channel runtime's links are TCP).
+ *
+ *   layer_chan <quick|full> [reps]
+ *
+ * This process forks the sink process; the source creates two typed reliable channels
+ * ("ping": here -> there, "pong": back), the sink opens both. Events: 'E' echoed at the same
+ * size, 'B' counted, 'W' counted and acknowledged (the end of a window), 'C' answered with
+ * the sink's count and process CPU seconds, 'Q' quit. */
+#include "channel/cx_chan.h"
+#include "common/cx_error.h"
+#include "format/cx_format.h"
+#include "format/cx_format_registry.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXREP 16
+struct ev {
+    uint8_t kind;
+    uint32_t n;
+    uint8_t *data; /* n bytes */
+};
+struct reply { uint64_t count; double cpu_s; };
+
+static const char *ev_json = "{\"name\":\"micro_event\",\"fields\":[{\"name\":\"kind\",\"type\":\"uint8\"},"
+                             "{\"name\":\"n\",\"type\":\"uint32\"},{\"name\":\"data\",\"type\":\"uint8[n]\"}]}";
+
+static void die(const char *what)
+{
+    fprintf(stderr, "layer_chan: %s: %s\n", what, cx_errmsg());
+    exit(1);
+}
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static double proc_cpu_s(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+static const struct cx_format *ev_format(void)
+{
+    struct cx_format *f;
+    const struct cx_format *F;
+    if (cx_format_from_json(ev_json, strlen(ev_json), NULL, &f) < 0 || cx_format_size(f) != sizeof(struct ev))
+        die("event format");
+    cx_format_registry_insert(f, &F);
+    return F;
+}
+static void submit(struct cx_chan_source *src, const struct ev *e)
+{
+    if (cx_chan_submit_wait(src, e, 30000) < 0) die("submit");
+}
+
+/* ---- the sink process ------------------------------------------------------------- */
+struct sink_state { struct cx_chan_source *back; uint8_t *buf; uint64_t count; volatile int quit; };
+
+static void sink_on(void *arg, const struct cx_chan_event *e)
+{
+    struct sink_state *s = arg;
+    const struct ev *in = e->data;
+    struct ev out = {.kind = in->kind, .n = 0, .data = s->buf};
+    struct reply r = {0, 0};
+    switch (in->kind) {
+    case 'E': out.n = in->n; break;
+    case 'B': s->count++; return;
+    case 'W': s->count++, out.kind = 'A'; break;
+    case 'C': r.count = s->count, r.cpu_s = proc_cpu_s(), s->count = 0; break;
+    case 'Q': s->quit = 1; return;
+    default: return;
+    }
+    if (in->kind != 'E') {
+        r.count = in->kind == 'W' ? s->count : r.count;
+        memcpy(s->buf, &r, sizeof r);
+        out.n = sizeof r;
+    }
+    while (cx_chan_submit(s->back, &out) == -EAGAIN)
+        ; /* the reply queue is never full here; spin rather than drop */
+}
+
+static int run_sink(int rfd)
+{
+    char ids[2][256];
+    if (read(rfd, ids, sizeof ids) != (ssize_t)sizeof ids) return 2;
+    const struct cx_format *F = ev_format();
+    struct cx_chan_ctx *ctx;
+    struct cx_chan *ping, *pong;
+    struct cx_chan_sink *k;
+    struct sink_state s = {.buf = calloc(1, 1 << 20)};
+    if (cx_chan_ctx_create(NULL, &ctx) < 0 || cx_chan_open(ctx, ids[0], 10000, &ping) < 0 ||
+        cx_chan_open(ctx, ids[1], 10000, &pong) < 0 || cx_chan_source(pong, F, &s.back) < 0)
+        die("sink setup");
+    struct cx_chan_sink_opts so = {.format = F};
+    if (cx_chan_sink(ping, &so, sink_on, &s, &k) < 0) die("sink");
+    while (!s.quit) usleep(1000);
+    usleep(100000); /* let the last reply leave */
+    cx_chan_ctx_destroy(ctx);
+    return 0;
+}
+
+/* ---- the source (measuring) process ------------------------------------------------ */
+static volatile long g_echoes, g_acks, g_cpus;
+static struct reply g_last;
+
+static void source_on(void *arg, const struct cx_chan_event *e)
+{
+    (void)arg;
+    const struct ev *in = e->data;
+    if (in->kind != 'E' && in->n >= sizeof g_last) memcpy(&g_last, in->data, sizeof g_last);
+    if (in->kind == 'E') __atomic_add_fetch(&g_echoes, 1, __ATOMIC_RELEASE);
+    else if (in->kind == 'A') __atomic_add_fetch(&g_acks, 1, __ATOMIC_RELEASE);
+    else if (in->kind == 'C') __atomic_add_fetch(&g_cpus, 1, __ATOMIC_RELEASE);
+}
+static void wait_count(volatile long *c, long want)
+{
+    double t0 = now_s();
+    while (__atomic_load_n(c, __ATOMIC_ACQUIRE) < want) {
+        sched_yield(); /* the reply comes on the progress thread: let it run */
+        if (now_s() - t0 > 30) {
+            fprintf(stderr, "layer_chan: no reply after 30 s\n");
+            exit(1);
+        }
+    }
+}
+static int cmpd(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static int reps;
+static void emit(const char *test, const char *params, const char *metric, const char *unit,
+                 double *r, long n, int ok)
+{
+    double s[MAXREP];
+    memcpy(s, r, sizeof(double) * (size_t)reps);
+    qsort(s, (size_t)reps, sizeof *s, cmpd);
+    double med = reps % 2 ? s[reps / 2] : (s[reps / 2 - 1] + s[reps / 2]) / 2;
+    printf("{\"layer\":\"channel\",\"link\":\"tcp\",\"test\":\"%s\",\"params\":{%s},\"metric\":\"%s\","
+           "\"unit\":\"%s\",\"median\":%.4g,\"min\":%.4g,\"max\":%.4g,\"reps\":[", test, params, metric,
+           unit, med, s[0], s[reps - 1]);
+    for (int i = 0; i < reps; i++) printf("%s%.4g", i ? "," : "", r[i]);
+    printf("],\"n\":%ld,\"matched\":%s}\n", n, ok ? "true" : "false");
+    fflush(stdout);
+}
+static struct reply query(struct cx_chan_source *src, uint8_t *buf)
+{
+    struct ev c = {.kind = 'C', .n = 0, .data = buf};
+    long want = g_cpus + 1;
+    submit(src, &c);
+    wait_count(&g_cpus, want);
+    return g_last;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s <quick|full> [reps]\n", argv[0]);
+        return 2;
+    }
+    int quick = !strcmp(argv[1], "quick");
+    reps = argc > 2 ? atoi(argv[2]) : (quick ? 3 : 5);
+    if (reps < 1 || reps > MAXREP) reps = 3;
+    int p[2];
+    if (pipe(p) != 0) return 1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(p[1]);
+        _exit(run_sink(p[0]));
+    }
+    close(p[0]);
+    const struct cx_format *F = ev_format();
+    struct cx_chan_ctx *ctx;
+    struct cx_chan *ping, *pong;
+    struct cx_chan_source *src;
+    struct cx_chan_sink *k;
+    struct cx_chan_opts co = {.format = F, .mode = CX_CHAN_RELIABLE, .queue_limit = 512};
+    if (cx_chan_ctx_create(NULL, &ctx) < 0 || cx_chan_create(ctx, &co, &ping) < 0 ||
+        cx_chan_create(ctx, &co, &pong) < 0 || cx_chan_source(ping, F, &src) < 0)
+        die("source setup");
+    struct cx_chan_sink_opts so = {.format = F};
+    if (cx_chan_sink(pong, &so, source_on, NULL, &k) < 0) die("sink");
+    char ids[2][256] = {{0}};
+    snprintf(ids[0], sizeof ids[0], "%s", cx_chan_id(ping));
+    snprintf(ids[1], sizeof ids[1], "%s", cx_chan_id(pong));
+    if (write(p[1], ids, sizeof ids) != (ssize_t)sizeof ids) return 1;
+    if (cx_chan_wait_members(ping, 1, 1, 10000) < 0 || cx_chan_wait_members(pong, 1, 1, 10000) < 0)
+        die("waiting for the sink process");
+    uint8_t *buf = calloc(1, 1 << 20);
+    static const size_t LQ[] = {8, 1024, 65536}, LF[] = {8, 64, 512, 4096, 32768, 262144, 1048576};
+    static const size_t BQ[] = {64, 65536}, BF[] = {64, 512, 4096, 32768, 262144, 1048576};
+    static const int QS[] = {8, 16, 64, 100};
+    const size_t *ls = quick ? LQ : LF, *bs = quick ? BQ : BF;
+    size_t nl = quick ? 3 : 7, nb = quick ? 2 : 6;
+    char prm[128];
+    for (size_t i = 0; i < nl; i++) { /* latency: half the echo round trip */
+        long n = quick ? 300 : 5000;
+        if (ls[i] >= 262144) n = quick ? 50 : 300;
+        double r[MAXREP], *rtt = malloc(sizeof(double) * (size_t)n);
+        struct ev e = {.kind = 'E', .n = (uint32_t)ls[i], .data = buf};
+        for (int k2 = 0; k2 < reps; k2++) {
+            for (long j = -20; j < n; j++) {
+                long want = g_echoes + 1;
+                double t0 = now_s();
+                submit(src, &e);
+                wait_count(&g_echoes, want);
+                if (j >= 0) rtt[j] = now_s() - t0;
+            }
+            qsort(rtt, (size_t)n, sizeof *rtt, cmpd);
+            r[k2] = rtt[n / 2] * 1e6 / 2;
+        }
+        free(rtt);
+        snprintf(prm, sizeof prm, "\"size\":%zu", ls[i]);
+        emit("lat", prm, "one_way_us", "us", r, n, 1);
+    }
+    /* windowed bandwidth (and, at Q = 16, CPU per event of both processes) */
+    for (size_t qi = 0; qi < 4; qi++)
+        for (size_t i = 0; i < nb; i++) {
+            int q = QS[qi];
+            long bytes = (quick ? 4L : 64L) << 20, w = bytes / ((long)q * (long)(bs[i] + 48));
+            if (quick && w > 2000 / q) w = 2000 / q;
+            if (w > 20000 / q) w = 20000 / q; /* at most ~20000 events a point: small ones take ~100 us each */
+            if (w < 4) w = 4;
+            double r[MAXREP], c[3][MAXREP];
+            int ok = 1;
+            for (int k2 = 0; k2 < reps; k2++) {
+                struct reply a = query(src, buf); /* zeroes the sink's count */
+                double self0 = proc_cpu_s(), t0 = now_s();
+                long acks0 = g_acks;
+                struct ev e = {.kind = 'B', .n = (uint32_t)bs[i], .data = buf};
+                for (long x = 1; x <= w; x++) {
+                    for (int j = 0; j < q; j++) {
+                        e.kind = j == q - 1 ? 'W' : 'B';
+                        submit(src, &e);
+                    }
+                    wait_count(&g_acks, acks0 + x);
+                }
+                double dt = now_s() - t0, self1 = proc_cpu_s();
+                struct reply b = query(src, buf);
+                long msgs = w * q;
+                ok &= b.count == (uint64_t)msgs;
+                r[k2] = (double)msgs * (double)bs[i] / dt / 1e6;
+                c[0][k2] = (self1 - self0) / (double)msgs * 1e6;
+                c[1][k2] = (b.cpu_s - a.cpu_s) / (double)msgs * 1e6;
+                c[2][k2] = dt / (double)msgs * 1e6;
+            }
+            snprintf(prm, sizeof prm, "\"size\":%zu,\"q\":%d", bs[i], q);
+            emit("bw", prm, "MBps", "MB/s", r, w * q, ok);
+            if (q == 16) {
+                snprintf(prm, sizeof prm, "\"size\":%zu,\"q\":16,\"wait\":\"engine\"", bs[i]);
+                emit("cpu", prm, "sender_cpu_us", "us/msg", c[0], w * q, ok);
+                emit("cpu", prm, "receiver_cpu_us", "us/msg", c[1], w * q, ok);
+                emit("cpu", prm, "wall_us", "us/msg", c[2], w * q, ok);
+            }
+        }
+    struct ev qe = {.kind = 'Q', .n = 0, .data = buf};
+    submit(src, &qe);
+    int st;
+    waitpid(pid, &st, 0);
+    cx_chan_ctx_destroy(ctx);
+    free(buf);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}

@@ -1,0 +1,216 @@
+/* The persistent-pipe layer in the microbenchmark suite: one-way latency against segment
+ * size, bandwidth with a window of Q outstanding segments (Q = 8, 16, 64, 100) and CPU per
+ * segment, through the public pipe API (cx_pipe.h) over one space server (confluxd
+ * --role=space, started by run.sh), printed as micro.h's JSON lines (layer "pipe", link "tcp").
+ *
+ *   layer_pipe <space address> <quick|full> [reps]
+ *
+ * This process writes pipe "ping" and reads pipe "pong"; a forked process reads "ping" and
+ * writes "pong". Byte 0 of a segment says what it is: 'E' echoed at the same size, 'B'
+ * counted, 'W' counted and acknowledged with the reader's count and process CPU seconds,
+ * 'C' answered likewise (zeroing the count), 'Q' quit. */
+#include "common/cx_error.h"
+#include "pipe/cx_pipe.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXREP 16
+#define MAXSEG (1u << 20)
+struct reply { uint8_t kind, pad[7]; uint64_t count; double cpu_s; };
+
+static void die(const char *what)
+{
+    fprintf(stderr, "layer_pipe: %s: %s (%s)\n", what, cx_errmsg(), strerror(errno));
+    exit(1);
+}
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static double proc_cpu_s(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+static int attach_retry(const char *name, int s)
+{
+    for (int i = 0; i < 200; i++) {
+        int d = pi_attach(name, s);
+        if (d >= 0) return d;
+        usleep(50000); /* the other process may not have created it yet */
+    }
+    die("pi_attach");
+    return -1;
+}
+static void wr(int d, const void *b, size_t n)
+{
+    if (pi_write(d, b, n, NULL) != (long)n) die("pi_write");
+}
+static long rd(int d, void *b)
+{
+    long n = pi_read(d, b, MAXSEG, NULL);
+    if (n < 0) die("pi_read");
+    return n;
+}
+
+static int run_echo(const char *addr, const char *ping, const char *pong)
+{
+    int s = pi_space_open(addr, NULL);
+    if (s < 0) die("pi_space_open");
+    int w = pi_create(pong, s, PI_CREATE);
+    if (w < 0) die("pi_create");
+    int r = attach_retry(ping, s);
+    uint8_t *buf = malloc(MAXSEG);
+    uint64_t count = 0;
+    for (;;) {
+        long n = rd(r, buf);
+        struct reply a = {.kind = 'A'};
+        switch (n ? buf[0] : 0) {
+        case 'E': wr(w, buf, (size_t)n); continue;
+        case 'B': count++; continue;
+        case 'W': count++, a.count = count; break;
+        case 'C': a.kind = 'C', a.count = count, count = 0; break;
+        case 'Q': pi_close(w), pi_detach(r), pi_space_close(s); return 0;
+        default: continue;
+        }
+        a.cpu_s = proc_cpu_s();
+        wr(w, &a, sizeof a);
+    }
+}
+
+static int cmpd(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static int reps;
+static void emit(const char *test, const char *params, const char *metric, const char *unit,
+                 double *r, long n, int ok)
+{
+    double s[MAXREP];
+    memcpy(s, r, sizeof(double) * (size_t)reps);
+    qsort(s, (size_t)reps, sizeof *s, cmpd);
+    double med = reps % 2 ? s[reps / 2] : (s[reps / 2 - 1] + s[reps / 2]) / 2;
+    printf("{\"layer\":\"pipe\",\"link\":\"tcp\",\"test\":\"%s\",\"params\":{%s},\"metric\":\"%s\","
+           "\"unit\":\"%s\",\"median\":%.4g,\"min\":%.4g,\"max\":%.4g,\"reps\":[", test, params, metric,
+           unit, med, s[0], s[reps - 1]);
+    for (int i = 0; i < reps; i++) printf("%s%.4g", i ? "," : "", r[i]);
+    printf("],\"n\":%ld,\"matched\":%s,\"note\":\"space server fsync none\"}\n", n, ok ? "true" : "false");
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s <space address> <quick|full> [reps]\n", argv[0]);
+        return 2;
+    }
+    int quick = !strcmp(argv[2], "quick");
+    reps = argc > 3 ? atoi(argv[3]) : (quick ? 3 : 5);
+    if (reps < 1 || reps > MAXREP) reps = 3;
+    char ping[64], pong[64];
+    snprintf(ping, sizeof ping, "micro-ping-%d", (int)getpid());
+    snprintf(pong, sizeof pong, "micro-pong-%d", (int)getpid());
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        _exit(run_echo(argv[1], ping, pong));
+    }
+    int s = pi_space_open(argv[1], NULL);
+    if (s < 0) die("pi_space_open");
+    int w = pi_create(ping, s, PI_CREATE);
+    if (w < 0) die("pi_create");
+    int r = attach_retry(pong, s);
+    uint8_t *buf = calloc(1, MAXSEG), *in = malloc(MAXSEG);
+    static const size_t LQ[] = {8, 1024, 65536}, LF[] = {8, 64, 512, 4096, 32768, 262144, 1048576};
+    static const size_t BQ[] = {64, 65536}, BF[] = {64, 512, 4096, 32768, 262144, 1048576};
+    static const int QS[] = {8, 16, 64, 100};
+    const size_t *ls = quick ? LQ : LF, *bs = quick ? BQ : BF;
+    size_t nl = quick ? 3 : 7, nb = quick ? 2 : 6;
+    char prm[128];
+    for (size_t i = 0; i < nl; i++) {
+        long n = quick ? 200 : 3000;
+        if (ls[i] >= 262144) n = quick ? 30 : 200;
+        double r2[MAXREP], *rtt = malloc(sizeof(double) * (size_t)n);
+        buf[0] = 'E';
+        for (int k = 0; k < reps; k++) {
+            for (long j = -10; j < n; j++) {
+                double t0 = now_s();
+                wr(w, buf, ls[i]);
+                if (rd(r, in) != (long)ls[i]) die("echo size");
+                if (j >= 0) rtt[j] = now_s() - t0;
+            }
+            qsort(rtt, (size_t)n, sizeof *rtt, cmpd);
+            r2[k] = rtt[n / 2] * 1e6 / 2;
+        }
+        free(rtt);
+        snprintf(prm, sizeof prm, "\"size\":%zu", ls[i]);
+        emit("lat", prm, "one_way_us", "us", r2, n, 1);
+    }
+    for (size_t qi = 0; qi < 4; qi++)
+        for (size_t i = 0; i < nb; i++) {
+            int q = QS[qi];
+            long bytes = (quick ? 4L : 64L) << 20, wn = bytes / ((long)q * (long)(bs[i] + 48));
+            if (quick && wn > 2000 / q) wn = 2000 / q;
+            if (wn > 20000 / q) wn = 20000 / q; /* at most ~20000 events a point: small ones take ~100 us each */
+            if (wn < 4) wn = 4;
+            double r2[MAXREP], c[3][MAXREP];
+            int ok = 1;
+            struct reply a;
+            for (int k = 0; k < reps; k++) {
+                buf[0] = 'C';
+                wr(w, buf, 8);
+                rd(r, in);
+                memcpy(&a, in, sizeof a);
+                double c0 = a.cpu_s, self0 = proc_cpu_s(), t0 = now_s();
+                for (long x = 0; x < wn; x++) {
+                    for (int j = 0; j < q; j++) {
+                        buf[0] = j == q - 1 ? 'W' : 'B';
+                        wr(w, buf, bs[i]);
+                    }
+                    rd(r, in); /* the window's ack */
+                }
+                double dt = now_s() - t0, self1 = proc_cpu_s();
+                memcpy(&a, in, sizeof a);
+                long msgs = wn * q;
+                ok &= a.kind == 'A' && a.count == (uint64_t)msgs;
+                r2[k] = (double)msgs * (double)bs[i] / dt / 1e6;
+                c[0][k] = (self1 - self0) / (double)msgs * 1e6;
+                c[1][k] = (a.cpu_s - c0) / (double)msgs * 1e6;
+                c[2][k] = dt / (double)msgs * 1e6;
+            }
+            snprintf(prm, sizeof prm, "\"size\":%zu,\"q\":%d", bs[i], q);
+            emit("bw", prm, "MBps", "MB/s", r2, wn * q, ok);
+            if (q == 16) {
+                snprintf(prm, sizeof prm, "\"size\":%zu,\"q\":16,\"wait\":\"blocking read\"", bs[i]);
+                emit("cpu", prm, "sender_cpu_us", "us/msg", c[0], wn * q, ok);
+                emit("cpu", prm, "receiver_cpu_us", "us/msg", c[1], wn * q, ok);
+                emit("cpu", prm, "wall_us", "us/msg", c[2], wn * q, ok);
+            }
+        }
+    buf[0] = 'Q';
+    wr(w, buf, 8);
+    int st;
+    waitpid(pid, &st, 0);
+    pi_close(w);
+    pi_detach(r);
+    pi_unlink(ping, s);
+    pi_unlink(pong, s);
+    pi_space_close(s);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}

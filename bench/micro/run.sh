@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# The microbenchmark suite over every raw link, with its peers, all in one run:
+#   Conflux: micro_bench shm|tcp|ucx|tls (all tests + hot-spot), micro_dpdk (memif),
+#            layer_chan, layer_pipe (the event-channel and pipe layers: latency, windowed
+#            bandwidth, CPU; the pipe layer over a space server, confluxd --role=space)
+#   peers:   Open MPI (mpi_micro.c, OSU style; btl vader = shm, btl tcp = tcp, pml ucx = ucx),
+#            ucx_perftest
+#            (UCX_TLS=posix for shm, $CX_BENCH_UCX_TLS for ucx), sockperf and iperf3 (tcp),
+#            the bare DPDK memif ping-pong (bench/transport/dpdk_pingpong.c)
+# Every row, with its command, goes to bench/results/micro.jsonl (replaced each run).
+#   bench/micro/run.sh [--quick]       (env: REPS, CX_BENCH_UCX_TLS=tcp, HOT_PEERS)
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out="$here/../results"
+mkdir -p "$out"
+mode=full
+case "${1:-}" in --quick) mode=quick ;; "") ;; *) echo "usage: $0 [--quick]" >&2; exit 2 ;; esac
+quick() { [ "$mode" = quick ]; }
+PY=${PYTHON:-/usr/bin/python3}
+REPS=${REPS:-$(quick && echo 3 || echo 5)}
+PREPS=$(quick && echo 1 || echo 3)   # repetitions of the external peers' runs
+HOT_PEERS=${HOT_PEERS:-$(quick && echo 2 || echo 4)}
+UTLS=${CX_BENCH_UCX_TLS:-tcp}
+TMO=$(quick && echo 90 || echo 1200)
+export UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n
+J="$out/micro.jsonl"
+: >"$J"
+make -s -C "$here" -j2 >/dev/null || { echo "bench/micro: build failed" >&2; exit 1; }
+make -s -C "$here/../transport" -f dpdk.mk >/dev/null 2>&1 || true
+B="$here/build"
+tmp=$(mktemp -d /tmp/cxmicro.XXXXXX)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+have() { command -v "$1" >/dev/null 2>&1; }
+port() { echo $((20000 + RANDOM % 20000)); }
+status=0
+tag() { "$PY" "$here/collect.py" tag --out "$J" --cmd "$1" ${2:+--impl "$2"}; }
+point() { "$PY" "$here/collect.py" point --out "$J" "$@"; }
+say() { echo "bench/micro [$(date +%T)]: $*" >&2; }
+
+# --- Conflux raw links -------------------------------------------------------------------
+# tls: a CA and one certificate (serverAuth + clientAuth) both ends use
+mkcerts() {
+  local d="$tmp/pki"; mkdir -p "$d"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench-ca \
+    -keyout "$d/ca.key" -out "$d/ca.pem" 2>/dev/null &&
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
+    -keyout "$d/node.key" -out "$d/node.csr" 2>/dev/null &&
+  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' >"$d/ext" &&
+  openssl x509 -req -in "$d/node.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+    -days 2 -extfile "$d/ext" -out "$d/node.pem" 2>/dev/null &&
+  export CONFLUX_TLS_CA="$d/ca.pem" CONFLUX_TLS_CERT="$d/node.pem" CONFLUX_TLS_KEY="$d/node.key"
+}
+mkcerts || say "could not make TLS certificates (tls rows will be missing)"
+for link in shm tcp ucx tls; do
+  env=""; [ "$link" = ucx ] && env="UCX_TLS=$UTLS "
+  if ! env ${env:+UCX_TLS=$UTLS} "$B/micro_bench" "$link" lat quick 1 >/dev/null 2>"$tmp/probe.err"; then
+    say "$link: not measured: $(tail -1 "$tmp/probe.err")"; continue
+  fi
+  for t in all hotspot; do
+    cmd="${env}bench/micro/build/micro_bench $link $t $mode $REPS"; [ $t = hotspot ] && cmd="$cmd $HOT_PEERS"
+    say "$cmd"
+    env ${env:+UCX_TLS=$UTLS} timeout "$TMO" "$B/micro_bench" "$link" "$t" "$mode" "$REPS" \
+      $([ $t = hotspot ] && echo "$HOT_PEERS") 2>"$tmp/err" | tag "$cmd" ||
+      { say "$link $t failed: $(tail -2 "$tmp/err")"; status=1; }
+  done
+done
+# dpdk memif: two processes, the client measures
+dpdk_pair() { # <program> <server args> <client args...> ; prints the client's stdout
+  local sock="$tmp/memif.sock"
+  "$1" server "$sock" $2 >"$tmp/dpdk-server.log" 2>&1 & local s=$!; pids+=("$s")
+  for _ in $(seq 300); do grep -q '^ready' "$tmp/dpdk-server.log" && break; sleep 0.1; done
+  local prog=$1; shift 2
+  timeout "$TMO" "$prog" client "$sock" "$@" 2>>"$tmp/dpdk-client.log" | grep '^{'
+  sleep 0.5; kill "$s" 2>/dev/null; wait "$s" 2>/dev/null
+  return 0
+}
+if [ -x "$B/micro_dpdk" ]; then
+  cmd="bench/micro/build/micro_dpdk server S & bench/micro/build/micro_dpdk client S all $mode $REPS"
+  say "$cmd"
+  dpdk_pair "$B/micro_dpdk" "" all "$mode" "$REPS" | tag "$cmd"
+else
+  say "dpdk: not measured (DPDK not installed)"
+fi
+
+# the event-channel layer (its links are TCP)
+if [ -x "$B/layer_chan" ]; then
+  cmd="bench/micro/build/layer_chan $mode $REPS"
+  say "$cmd"
+  timeout "$TMO" "$B/layer_chan" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" ||
+    { say "layer_chan failed: $(tail -2 "$tmp/err")"; status=1; }
+fi
+
+# the pipe layer, over one space server (no fsync: the messaging cost, not the disk's)
+CONFLUXD="$here/../../dataplane/build/bin/confluxd"
+if [ -x "$B/layer_pipe" ] && [ -x "$CONFLUXD" ]; then
+  mkdir -p "$tmp/space"
+  "$CONFLUXD" --role=space --dir="$tmp/space" --listen=tcp://127.0.0.1:0 --fsync=none --quiet \
+    >"$tmp/space.out" 2>"$tmp/space.err" & sp=$!; pids+=("$sp")
+  for _ in $(seq 100); do grep -q '^listening' "$tmp/space.out" 2>/dev/null && break; sleep 0.05; done
+  addr=$(awk '/^listening/ {print $2}' "$tmp/space.out")
+  if [ -n "$addr" ]; then
+    cmd="confluxd --role=space --dir=D --listen=tcp://127.0.0.1:0 --fsync=none & bench/micro/build/layer_pipe ADDR $mode $REPS"
+    say "$cmd"
+    timeout "$TMO" "$B/layer_pipe" "$addr" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" ||
+      { say "layer_pipe failed: $(tail -2 "$tmp/err")"; status=1; }
+  else
+    say "pipe layer not measured: confluxd did not start: $(tail -2 "$tmp/space.err")"; status=1
+  fi
+  kill "$sp" 2>/dev/null; wait "$sp" 2>/dev/null
+else
+  say "pipe layer not measured (dataplane/build/bin/confluxd not built)"
+fi
+
+# --- peers ------------------------------------------------------------------------------
+if [ -x "$B/mpi_micro" ]; then
+  M="mpirun --allow-run-as-root --oversubscribe --mca btl_tcp_if_include lo"
+  # link | the MCA selection standing for it
+  for sel in "shm|--mca pml ob1 --mca btl self,vader" "tcp|--mca pml ob1 --mca btl self,tcp" \
+             "ucx|--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_TLS=$UTLS -x UCX_NET_DEVICES=lo"; do
+    link=${sel%%|*} mca=${sel#*|}
+    cmd="$M -np 2 $mca bench/micro/build/mpi_micro $link all $mode $REPS"
+    say "$cmd"
+    timeout "$TMO" $M -np 2 $mca "$B/mpi_micro" "$link" all "$mode" "$REPS" 2>"$tmp/err" |
+      tag "$cmd" openmpi || { say "mpi $link failed: $(tail -2 "$tmp/err")"; status=1; }
+    for np in $(seq 1 "$HOT_PEERS"); do
+      cmd="$M -np $((np + 1)) $mca bench/micro/build/mpi_micro $link hotspot $mode $REPS"
+      timeout "$TMO" $M -np $((np + 1)) $mca "$B/mpi_micro" "$link" hotspot "$mode" "$REPS" \
+        2>"$tmp/err" | tag "$cmd" openmpi || { say "mpi $link hotspot failed"; status=1; }
+    done
+  done
+else
+  say "Open MPI peer not measured (mpicc missing)"
+fi
+
+LATS=$(quick && echo "8 1024 65536" || echo "8 64 512 4096 32768 262144 1048576")
+BWS=$(quick && echo "64 65536" || echo "64 512 4096 32768 262144 1048576")
+QS=$(quick && echo "16" || echo "8 16 64 100")
+lat_iters() { local n; n=$(quick && echo 300 || echo 20000); [ "$1" -gt 65536 ] && n=500; echo "$n"; }
+
+if have ucx_perftest; then
+  pt() { # <tls> <test> <size> <iters> [-O q] -> "Final:" fields
+    local p; p=$(port)
+    UCX_TLS=$1 timeout 60 ucx_perftest -p "$p" >"$tmp/pt.log" 2>&1 & local s=$!; pids+=("$s")
+    sleep 0.4
+    UCX_TLS=$1 timeout 60 ucx_perftest 127.0.0.1 -p "$p" -t "$2" -s "$3" -n "$4" ${5:+-O $5} 2>&1 |
+      awk '/^Final:/ {print $3, $4, $7}'
+    wait "$s" 2>/dev/null
+  }
+  for tp in "shm posix" "ucx $UTLS"; do
+    set -- $tp; link=$1 tls=$2
+    for sz in $LATS; do
+      n=$(lat_iters "$sz"); v=()
+      for _ in $(seq "$PREPS"); do v+=("$(pt "$tls" ucp_am_lat "$sz" "$n" | awk '{print $1}')"); done
+      point --impl ucx_perftest --link "$link" --test lat --params "{\"size\":$sz}" --metric one_way_us \
+        --unit us --n "$n" --cmd "UCX_TLS=$tls ucx_perftest 127.0.0.1 -t ucp_am_lat -s $sz -n $n" --vals "${v[@]}"
+    done
+    for q in $QS; do for sz in $BWS; do
+      mb=$(quick && echo 8 || echo 256); n=$((mb * 1048576 / (sz + 48))); [ "$n" -gt 200000 ] && n=200000
+      v=()
+      for _ in $(seq "$PREPS"); do
+        mib=$(pt "$tls" ucp_am_bw "$sz" "$n" "$q" | awk '{print $3}')
+        v+=("$("$PY" -c "import sys; print(float(sys.argv[1]) * 1.048576)" "${mib:-nan}" 2>/dev/null)")
+      done
+      point --impl ucx_perftest --link "$link" --test bw --params "{\"size\":$sz,\"q\":$q}" --metric MBps \
+        --unit MB/s --n "$n" --cmd "UCX_TLS=$tls ucx_perftest 127.0.0.1 -t ucp_am_bw -s $sz -n $n -O $q" --vals "${v[@]}"
+    done; done
+  done
+fi
+if have sockperf; then
+  secs=$(quick && echo 1 || echo 3)
+  for sz in $LATS; do
+    m=$sz; [ "$m" -lt 14 ] && m=14; [ "$m" -gt 65000 ] && continue   # sockperf: 14 B .. 64 KB
+    v=()
+    for _ in $(seq "$PREPS"); do
+      p=$(port)
+      timeout 60 sockperf sr --tcp -i 127.0.0.1 -p "$p" >"$tmp/sp-s.log" 2>&1 & s=$!; pids+=("$s")
+      sleep 0.4
+      timeout 60 sockperf pp --tcp -i 127.0.0.1 -p "$p" -m "$m" -t "$secs" >"$tmp/sp.log" 2>&1
+      kill "$s" 2>/dev/null; wait "$s" 2>/dev/null
+      v+=("$(sed 's/\x1b\[[0-9;]*m//g' "$tmp/sp.log" | awk '/percentile 50.000/ {print $NF}')")
+    done
+    point --impl sockperf --link tcp --test lat --params "{\"size\":$sz}" --metric one_way_us --unit us \
+      --cmd "sockperf sr --tcp -i 127.0.0.1 -p P & sockperf pp --tcp -i 127.0.0.1 -p P -m $m -t $secs" \
+      --note "message size $m B (sockperf's minimum is 14)" --vals "${v[@]}"
+  done
+fi
+if have iperf3; then
+  secs=$(quick && echo 1 || echo 3)
+  for sz in $(quick && echo 65536 || echo "4096 65536 1048576"); do
+    for bidir in "" --bidir; do
+      v=()
+      for _ in $(seq "$PREPS"); do
+        p=$(port)
+        timeout 60 iperf3 -s -1 -p "$p" >"$tmp/ip-s.log" 2>&1 & s=$!; pids+=("$s")
+        sleep 0.4
+        bps=$(timeout 60 iperf3 -c 127.0.0.1 -p "$p" -l "$sz" -t "$secs" $bidir -J 2>/dev/null |
+          "$PY" -c 'import json,sys; e=json.load(sys.stdin)["end"]; print(e["sum_received"]["bits_per_second"] + (e.get("sum_received_bidir_reverse") or {}).get("bits_per_second", 0))' 2>/dev/null)
+        wait "$s" 2>/dev/null
+        v+=("$("$PY" -c "import sys; print(float(sys.argv[1]) / 8e6)" "${bps:-nan}" 2>/dev/null)")
+      done
+      point --impl iperf3 --link tcp --test "$([ -n "$bidir" ] && echo bibw || echo bw)" --params "{\"size\":$sz}" \
+        --metric MBps --unit MB/s --cmd "iperf3 -s -1 -p P & iperf3 -c 127.0.0.1 -p P -l $sz -t $secs $bidir -J" \
+        --note "a byte stream, no message window" --vals "${v[@]}"
+    done
+  done
+fi
+PP="$here/../transport/build/dpdk_pingpong"
+if [ -x "$PP" ]; then
+  for sz in $LATS; do
+    [ "$sz" -gt 65536 ] && continue
+    n=$(lat_iters "$sz"); v=()
+    for _ in $(seq "$PREPS"); do
+      v+=("$(dpdk_pair "$PP" "" lat "$n" "$sz" | "$PY" -c 'import json,sys; print(json.loads(sys.stdin.readline())["median_us"])' 2>/dev/null)")
+    done
+    point --impl dpdk_pingpong --link dpdk --test lat --params "{\"size\":$sz}" --metric one_way_us --unit us \
+      --n "$n" --cmd "bench/transport/build/dpdk_pingpong server S & dpdk_pingpong client S lat $n $sz" --vals "${v[@]}"
+  done
+  for sz in $BWS; do
+    n=$(( $(quick && echo 8 || echo 128) * 1048576 / (sz + 48) ))
+    v=()
+    for _ in $(seq "$PREPS"); do
+      v+=("$(dpdk_pair "$PP" "" bw "$n" "$sz" | "$PY" -c 'import json,sys; print(json.loads(sys.stdin.readline())["MBps"])' 2>/dev/null)")
+    done
+    point --impl dpdk_pingpong --link dpdk --test bw --params "{\"size\":$sz}" --metric MBps --unit MB/s \
+      --n "$n" --cmd "bench/transport/build/dpdk_pingpong server S & dpdk_pingpong client S bw $n $sz" \
+      --note "streamed, no message window" --vals "${v[@]}"
+  done
+fi
+"$PY" - "$out/machine.json" <<'PY'
+import json, os, platform, sys
+cpu = "unknown"
+for line in open("/proc/cpuinfo"):
+    if line.startswith("model name"):
+        cpu = line.split(":", 1)[1].strip(); break
+json.dump({"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(), "host": platform.node(),
+           "loadavg": open("/proc/loadavg").read().split()[:3]}, open(sys.argv[1], "w"), indent=1)
+PY
+say "$(wc -l <"$J") rows in bench/results/micro.jsonl"
+exit $status

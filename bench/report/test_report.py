@@ -1,0 +1,82 @@
+"""Self-check of bench/report: the report over testdata/ (rows recorded from a quick run of
+bench/micro and its peers) has a headline row for every test and link, every cell in the
+coverage table, ratios, the machine, and real PNG plots; and --check fails on a bad row.
+Run: cd bench/report && python3 -m pytest -q test_report.py (make test-bench-report)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPORT = os.path.join(HERE, "report.py")
+
+
+def fixture_rows():
+    return [json.loads(l) for l in open(os.path.join(HERE, "testdata", "micro.jsonl"))]
+
+
+def run(tmp_path, extra=()):
+    res = tmp_path / "results"
+    shutil.copytree(os.path.join(HERE, "testdata"), res)
+    p = subprocess.run([sys.executable, REPORT, "--results", str(res), *extra],
+                       capture_output=True, text=True)
+    return p, res
+
+
+def test_summary_has_every_row(tmp_path):
+    p, res = run(tmp_path, ["--check"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    md = (res / "summary.md").read_text()
+    rows = fixture_rows()
+    machine = json.load(open(res / "machine.json"))
+    assert machine["cpu"] in md and f"kernel {machine['kernel']}" in md
+    # every Conflux (test, link) of the fixture has a headline row and a measured coverage cell
+    cells = {(r["test"], r["link"]) for r in rows if r["impl"] == "conflux" and r["layer"] == "driver"}
+    assert len(cells) >= 40
+    head = md.split("## Headline")[1].split("## Coverage")[0]
+    cover = md.split("## Coverage")[1].split("## Every point")[0]
+    for test, link in cells:
+        assert f"| {test} | driver | {link} |" in head, (test, link)
+        line = [l for l in cover.splitlines() if l.startswith(f"| driver | {test} |")]
+        assert line, test
+        links = ["shm", "tcp", "ucx", "dpdk", "tls"]
+        assert line[0].split("|")[3 + links.index(link)].strip().startswith("✓"), (test, link, line)
+    # the layers: channel and pipe latency, bandwidth and CPU; channel beside bench/channel's peers
+    for layer in ("channel", "pipe"):
+        for test in ("lat", "bw", "cpu"):
+            assert f"| {test} | {layer} | tcp |" in head, (layer, test)
+    assert any(f"| {p} |" in head for p in ("zmq", "omniorb")), "bench/channel peers"
+    # every peer of the fixture appears with a ratio beside a Conflux figure
+    for impl in {r["impl"] for r in rows} - {"conflux"}:
+        lines = [l for l in head.splitlines() if f"| {impl} |" in l]
+        assert lines, impl
+        assert any(l.rstrip(" |").split("|")[-1].strip() not in ("—", "n/a") for l in lines), impl
+    # every command is recorded
+    for c in {r["cmd"] for r in rows}:
+        assert f"`{c}`" in md
+
+
+def test_plots_are_png(tmp_path):
+    p, res = run(tmp_path)
+    assert p.returncode == 0, p.stderr
+    plots = res / "plots"
+    for name in ("lat_vs_size", "bw_vs_size_q16", "bibw_vs_size", "cpu", "notify", "overlap",
+                 "reuse_fifo", "reuse_pct", "hotspot_lat", "hotspot_bw"):
+        data = (plots / f"{name}.png").read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, name
+
+
+def test_check_fails_on_unmatched_count(tmp_path):
+    res = tmp_path / "results"
+    shutil.copytree(os.path.join(HERE, "testdata"), res)
+    rows = fixture_rows()
+    rows[0]["matched"] = False
+    with open(res / "micro.jsonl", "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    p = subprocess.run([sys.executable, REPORT, "--results", str(res), "--check"],
+                       capture_output=True, text=True)
+    assert p.returncode == 1
+    assert "not sane" in p.stderr
+    assert "1 not sane" in (res / "summary.md").read_text()
