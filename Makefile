@@ -70,10 +70,10 @@ load-images: ## Build the images and load them into the kind cluster NAME (for a
 ##@ Test
 
 .PHONY: test
-test: test-fast test-e2e ## Run every suite: C, Go (unit + envtest), fuzz smoke, e2e on kind
+test: test-fast test-e2e test-bench ## Run every suite: C, Go (unit + envtest), fuzz smoke, e2e on kind, the benchmarks' smoke run
 
 .PHONY: test-fast
-test-fast: test-dataplane test-sdk test-demo test-fuzz test-operator ## Every suite but e2e
+test-fast: test-dataplane test-sdk test-demo test-fuzz test-operator test-bench-report ## Every suite but e2e
 
 .PHONY: test-dataplane
 test-dataplane: ## C unit and conformance tests of the data plane
@@ -108,6 +108,9 @@ bench: build-dataplane ## Benchmarks side by side with peers (full); JSON, plots
 .PHONY: bench-quick
 bench-quick: build-dataplane ## The benchmarks as a smoke test (under 5 minutes): every one runs, numbers sane
 	bench/run.sh --quick
+
+.PHONY: test-bench
+test-bench: bench-quick ## The benchmarks' quick mode as a smoke test (part of make test; never a speed threshold)
 
 .PHONY: test-bench-report
 test-bench-report: ## bench/report self-check: the report over a recorded fixture has every row and plot
