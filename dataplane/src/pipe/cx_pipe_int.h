@@ -121,6 +121,10 @@ double pi_now_ms(void);
 int pi_rt_start_locked(const char *addr);
 /* Wakes the in-bound thread (a reader to serve now, not at its next poll timeout). */
 void pi_rt_wake(void);
+/* Sends what this process's writers hold in corked sockets (g_pi.mu held). A reader about
+ * to wait calls it: the segment it waits for may answer one we have not sent yet (a
+ * ping-pong over two pipes), so corking must not delay it. */
+void pi_rt_flush_writers(void);
 /* A free descriptor slot (g_pi.mu held). */
 int pi_desc_alloc(void);
 struct pi_space *pi_space_get(int s);

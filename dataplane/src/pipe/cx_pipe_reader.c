@@ -264,6 +264,7 @@ long pi_read_timeout(int d, void *b, size_t len, const struct cx_format *t, int 
         dl.tv_nsec -= 1000000000;
     }
     pthread_mutex_lock(&g_pi.mu);
+    pi_rt_flush_writers();
     for (;;) {
         struct pi_reader *r = reader_get(d);
         if (!r) {

@@ -34,6 +34,13 @@ void pi_rt_wake(void)
     }
 }
 
+void pi_rt_flush_writers(void)
+{
+    for (int i = 0; i < g_pi.desc_hi; i++)
+        if (g_pi.desc[i].kind == PI_WRITER)
+            pi_writer_flush(g_pi.desc[i].w, 0);
+}
+
 int pi_fail(int rc)
 {
     errno = rc < 0 ? -rc : EIO;

@@ -67,11 +67,16 @@ static void mark_dirty(struct pi_writer *w)
     if (!w->corked)
         return;
     pthread_mutex_lock(&w->cork_mu);
-    if (!w->dirty) {
+    int was_clean = !w->dirty;
+    if (was_clean) {
         w->dirty = 1;
         w->dirty_at = pi_now_ms();
     }
     pthread_mutex_unlock(&w->cork_mu);
+    /* the in-bound thread may be asleep for its 20 ms timers: it must flush this within
+     * about 1 ms, so it re-polls with the short timeout */
+    if (was_clean)
+        pi_rt_wake();
 }
 
 static void direct_drop(struct pi_writer *w, struct pi_direct *dl)
