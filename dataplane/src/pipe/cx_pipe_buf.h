@@ -6,8 +6,11 @@
  * stream — so they may come twice and out of order. The buffer delivers each id exactly
  * once, in id order: ids below the next one to deliver are duplicates and dropped; ids
  * ahead wait in a reorder window until the gap fills. Ready segments are kept in memory up
- * to mem_cap bytes and spill to a file beyond, read back in order. Not thread-safe (the
- * pipe runtime locks around it).
+ * to mem_cap bytes and spill to a file beyond, read back in order. The window holds up to
+ * mem_cap bytes more (so a reader that attached late keeps the writer's direct segments
+ * while the space's stream catches up), at most max(CX_PIPE_REORDER, mem_cap / 256) ids
+ * ahead of the next id; what does not fit is dropped: the space's in-order stream brings
+ * it again. Not thread-safe (the pipe runtime locks around it).
  */
 #ifndef CX_PIPE_BUF_H
 #define CX_PIPE_BUF_H
@@ -15,8 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* How far ahead of the next id a segment may arrive and still be kept (further ones are
- * dropped: the space's in-order stream brings them again). */
+/* The least span of the reorder window in ids (see above). */
 #define CX_PIPE_REORDER 1024
 
 struct cx_pipe_buf;

@@ -57,6 +57,47 @@ CX_TEST(buffer_dedupes_reorders_and_spills)
     CX_CHECK(access("/tmp/cx_pipe_test.spill", F_OK) != 0); /* removed */
 }
 
+/* A reader that attached late: the writer's direct segments run far (more than
+ * CX_PIPE_REORDER ids) ahead of the space's stream; they wait in the window, bounded by
+ * the memory cap in bytes and its span in ids, and everything comes out once, in order. */
+CX_TEST(buffer_keeps_segments_far_ahead_within_its_memory)
+{
+    struct cx_pipe_buf *b;
+    const size_t cap = 1 << 20; /* window: 1 MiB, span max(1024, cap / 256) = 4096 ids */
+    CX_CHECK_EQ_INT(cx_pipe_buf_create(1, cap, "/tmp/cx_pipe_test_far.spill", &b), 0);
+    uint8_t seg[1024], out[1024];
+    for (uint64_t id = 2001; id <= 2500; id++) { /* the writer's, 2000 ids ahead */
+        memset(seg, (int)(id & 0xff), sizeof seg);
+        CX_CHECK_EQ_INT(cx_pipe_buf_offer(b, id, 0, seg, sizeof seg), 1);
+    }
+    CX_CHECK_EQ_INT(cx_pipe_buf_offer(b, 1 + 4096, 0, seg, 1), 0); /* beyond the span */
+    for (uint64_t id = 2501; id <= 3100; id++) { /* 1100 KiB in all: the last 76 do not fit */
+        memset(seg, (int)(id & 0xff), sizeof seg);
+        cx_pipe_buf_offer(b, id, 0, seg, sizeof seg);
+    }
+    struct cx_pipe_buf_stats st;
+    cx_pipe_buf_stats(b, &st);
+    CX_CHECK(st.kept == 1024 && st.too_far == 1 + 76 && st.mem_bytes == 0);
+    CX_CHECK(cx_pipe_buf_next(b) == 1);
+    for (uint64_t id = 1; id <= 3100; id++) { /* the space's stream, in order from 1 */
+        memset(seg, (int)(id & 0xff), sizeof seg);
+        CX_CHECK(cx_pipe_buf_offer(b, id, 0, seg, sizeof seg) >= 0);
+    }
+    cx_pipe_buf_end(b, 3100);
+    cx_pipe_buf_stats(b, &st);
+    CX_CHECK(st.kept == 3100 && st.duplicates == 1024 && st.mem_bytes <= cap);
+    CX_CHECK(st.spilled == 3100 - cap / sizeof seg); /* ready beyond the cap went to the file */
+    struct cx_pipe_seg s;
+    for (uint64_t id = 1; id <= 3100; id++) {
+        CX_CHECK_EQ_INT(cx_pipe_buf_peek(b, &s), 1);
+        CX_CHECK(s.id == id && s.len == sizeof seg);
+        CX_CHECK_EQ_INT(cx_pipe_buf_take(b, out, sizeof out), 0);
+        CX_CHECK(out[0] == (id & 0xff) && out[1023] == (id & 0xff));
+    }
+    CX_CHECK_EQ_INT(cx_pipe_buf_peek(b, &s), -EPIPE);
+    cx_pipe_buf_free(b);
+}
+
 /* ---- the states of Figure 3 and the paper's three scenarios ------------------------ */
 
 /* Create, write, close with no reader; a reader attaches afterwards (the "Reading" state:
