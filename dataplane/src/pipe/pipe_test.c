@@ -14,6 +14,7 @@
 #include "pipe/pipe_testutil.h"
 #include "testutil/cx_netns.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/prctl.h>
@@ -166,6 +167,13 @@ CX_TEST(attach_first_then_create_streams_direct)
 }
 
 /* A reader that attaches while the writer is mid-stream is announced to the writer. */
+static void *resume_later(void *arg)
+{
+    usleep(300000);
+    kill(*(pid_t *)arg, SIGCONT);
+    return NULL;
+}
+
 CX_TEST(reader_joining_mid_stream_is_announced)
 {
     struct space_proc sp;
@@ -183,6 +191,59 @@ CX_TEST(reader_joining_mid_stream_is_announced)
     pi_reader_stats(r, &st);
     CX_CHECK(st.from_writer > 0);
     pi_detach(r);
+    pi_space_close(s);
+    space_down(&sp);
+}
+
+/* A reader that attaches when the writer is already more than CX_PIPE_REORDER segments
+ * ahead of what it has: the reader's process is stopped right after pi_attach while the
+ * writer goes on, so the writer's direct segments (ids 1501 on) are there before the space's
+ * stream (from id 1). They are kept while the space brings 1..1500: exactly the sequence,
+ * and most of the segments written after the attach come from the writer. */
+CX_TEST(late_reader_keeps_direct_segments_far_ahead)
+{
+    struct space_proc sp;
+    CX_CHECK_EQ_INT(space_up(&sp), 0);
+    int s = pi_space_open(sp.addr, NULL);
+    int w = pi_create("late", s, PI_CREATE);
+    CX_CHECK_EQ_INT(write_n(w, 0, 1500, 0), 0);
+    struct pi_reader_stats *got = mmap(NULL, sizeof *got, PROT_READ | PROT_WRITE,
+                                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CX_CHECK(got != MAP_FAILED);
+    memset(got, 0, sizeof *got);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int cs = pi_space_open(sp.addr, NULL);
+        int r = pi_attach("late", cs);
+        if (r < 0)
+            _exit(2);
+        raise(SIGSTOP); /* the writer runs ahead until the parent resumes us */
+        if (read_all(r, 0, 3500, 20000) != 3500)
+            _exit(1);
+        pi_reader_stats(r, got);
+        _exit(0);
+    }
+    int st = 0;
+    CX_CHECK_EQ_INT(waitpid(pid, &st, WUNTRACED), pid);
+    CX_CHECK(WIFSTOPPED(st));
+    /* the writer learns of the reader from the space; then 2000 more, of which the first
+     * reach the stopped reader's socket ahead of everything else. A thread resumes the
+     * reader in case the socket fills and pi_write waits for it. */
+    pthread_t t;
+    CX_CHECK_EQ_INT(pthread_create(&t, NULL, resume_later, &pid), 0);
+    CX_CHECK_EQ_INT(write_n(w, 1500, 3500, 0), 0);
+    CX_CHECK_EQ_INT(pi_close(w), 0);
+    pthread_join(t, NULL);
+    CX_CHECK_EQ_INT(waitpid(pid, &st, 0), pid);
+    CX_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    printf("    from the writer %llu, from the space %llu, duplicates %llu\n",
+           (unsigned long long)got->from_writer, (unsigned long long)got->from_space,
+           (unsigned long long)got->duplicates);
+    CX_CHECK(got->from_writer + got->from_space == 3500);
+    CX_CHECK(got->from_space >= 1500);   /* 1..1500 exist only in the space */
+    CX_CHECK(got->from_writer >= 1000);  /* direct segments far ahead were kept */
+    munmap(got, sizeof *got);
     pi_space_close(s);
     space_down(&sp);
 }
