@@ -30,7 +30,7 @@ struct cx_pipe_buf {
     struct node **ring;       /* the reorder window (ids > next, out of order) */
     uint64_t ring_cap;        /* a power of two, 0 before the first out-of-order id */
     uint64_t span_max;        /* how far ahead of next an id may be kept */
-    size_t win_bytes;         /* bytes waiting in the window (at most mem_cap) */
+    size_t win_bytes;         /* bytes waiting in the window */
     struct node *head, *tail; /* ready, in memory */
     size_t mem_bytes, mem_cap;
     char spill_path[256];
@@ -152,7 +152,10 @@ int cx_pipe_buf_offer(struct cx_pipe_buf *b, uint64_t id, uint64_t format, const
     }
     struct node **slot = NULL;
     if (id != b->next) { /* out of order: waits in the window if it fits */
-        if (id - b->next >= b->span_max || b->win_bytes + len > b->mem_cap) {
+        /* within CX_PIPE_REORDER ids it always fits (as many large segments as small
+         * ones); further ahead while the window's bytes stay under mem_cap */
+        if (id - b->next >= b->span_max ||
+            (id - b->next >= CX_PIPE_REORDER && b->win_bytes + len > b->mem_cap)) {
             b->st.too_far++;
             return 0;
         }
