@@ -55,7 +55,8 @@ struct pi_options {
     const char *listen;     /* where writers reach this process's readers directly
                              * ("tcp://0.0.0.0:0"; the default, NULL, is tcp on the address
                              * this process uses to reach the space, any port) */
-    size_t reader_mem;      /* a reader's in-memory buffer before spilling (default 64 MiB) */
+    size_t reader_mem;      /* a reader's in-memory buffer before spilling (default 64 MiB);
+                             * out-of-order segments wait in a window of as many bytes more */
     const char *spill_dir;  /* where readers' spill files go (default /tmp): an existing,
                              * writable directory (ENOENT/ENOTDIR/EACCES otherwise), path
                              * under 200 bytes (ENAMETOOLONG); copied, the caller's string

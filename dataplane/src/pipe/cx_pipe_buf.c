@@ -1,4 +1,6 @@
-/* The reader's in-bound buffer: dedupe + reorder window + memory queue + spill file. */
+/* The reader's in-bound buffer: dedupe + reorder window + memory queue + spill file.
+ * The window is a ring of node pointers indexed by id, grown by doubling as far as the
+ * span allows; every node in it has next <= id < next + ring_cap. */
 #include "pipe/cx_pipe_buf.h"
 
 #include "common/cx_error.h"
@@ -25,7 +27,10 @@ struct cx_pipe_buf {
     uint64_t take_id; /* next id the reader takes */
     uint64_t last_id; /* end: the writer closed after it (0 = open) */
     int ended;
-    struct node *window[CX_PIPE_REORDER];
+    struct node **ring;       /* the reorder window (ids > next, out of order) */
+    uint64_t ring_cap;        /* a power of two, 0 before the first out-of-order id */
+    uint64_t span_max;        /* how far ahead of next an id may be kept */
+    size_t win_bytes;         /* bytes waiting in the window */
     struct node *head, *tail; /* ready, in memory */
     size_t mem_bytes, mem_cap;
     char spill_path[256];
@@ -42,6 +47,7 @@ int cx_pipe_buf_create(uint64_t next_id, size_t mem_cap, const char *spill_path,
         return cx_err_set(ENOMEM, "pipe buffer");
     b->next = b->take_id = next_id ? next_id : 1;
     b->mem_cap = mem_cap;
+    b->span_max = mem_cap / 256 > CX_PIPE_REORDER ? mem_cap / 256 : CX_PIPE_REORDER;
     b->spill_fd = -1;
     snprintf(b->spill_path, sizeof b->spill_path, "%s", spill_path ? spill_path : "");
     *out = b;
@@ -50,10 +56,11 @@ int cx_pipe_buf_create(uint64_t next_id, size_t mem_cap, const char *spill_path,
 
 static void drop_all(struct cx_pipe_buf *b)
 {
-    for (int i = 0; i < CX_PIPE_REORDER; i++) {
-        free(b->window[i]);
-        b->window[i] = NULL;
+    for (uint64_t i = 0; i < b->ring_cap; i++) {
+        free(b->ring[i]);
+        b->ring[i] = NULL;
     }
+    b->win_bytes = 0;
     for (struct node *n = b->head, *x; n; n = x) {
         x = n->next;
         free(n);
@@ -73,6 +80,7 @@ void cx_pipe_buf_free(struct cx_pipe_buf *b)
     if (!b)
         return;
     drop_all(b);
+    free(b->ring);
     free(b);
 }
 
@@ -113,6 +121,24 @@ static int make_ready(struct cx_pipe_buf *b, struct node *n)
     return 0;
 }
 
+/* Makes the ring cover ids up to next + need (need < span_max). */
+static int ring_grow(struct cx_pipe_buf *b, uint64_t need)
+{
+    uint64_t cap = b->ring_cap ? b->ring_cap : 64;
+    while (cap <= need)
+        cap *= 2;
+    struct node **r = calloc(cap, sizeof *r);
+    if (!r)
+        return cx_err_set(ENOMEM, "pipe reorder window of %llu ids", (unsigned long long)cap);
+    for (uint64_t i = 0; i < b->ring_cap; i++)
+        if (b->ring[i])
+            r[b->ring[i]->s.id & (cap - 1)] = b->ring[i];
+    free(b->ring);
+    b->ring = r;
+    b->ring_cap = cap;
+    return 0;
+}
+
 int cx_pipe_buf_offer(struct cx_pipe_buf *b, uint64_t id, uint64_t format, const void *data,
                       uint32_t len)
 {
@@ -124,14 +150,25 @@ int cx_pipe_buf_offer(struct cx_pipe_buf *b, uint64_t id, uint64_t format, const
         b->st.duplicates++;
         return 0;
     }
-    if (id - b->next >= CX_PIPE_REORDER) {
-        b->st.too_far++;
-        return 0;
-    }
-    struct node **slot = &b->window[id % CX_PIPE_REORDER];
-    if (*slot) { /* already waiting */
-        b->st.duplicates++;
-        return 0;
+    struct node **slot = NULL;
+    if (id != b->next) { /* out of order: waits in the window if it fits */
+        /* within CX_PIPE_REORDER ids it always fits (as many large segments as small
+         * ones); further ahead while the window's bytes stay under mem_cap */
+        if (id - b->next >= b->span_max ||
+            (id - b->next >= CX_PIPE_REORDER && b->win_bytes + len > b->mem_cap)) {
+            b->st.too_far++;
+            return 0;
+        }
+        if (id - b->next >= b->ring_cap) {
+            int rc = ring_grow(b, id - b->next);
+            if (rc < 0)
+                return rc;
+        }
+        slot = &b->ring[id & (b->ring_cap - 1)];
+        if (*slot) { /* already waiting */
+            b->st.duplicates++;
+            return 0;
+        }
     }
     struct node *n = malloc(sizeof *n + len);
     if (!n)
@@ -139,15 +176,22 @@ int cx_pipe_buf_offer(struct cx_pipe_buf *b, uint64_t id, uint64_t format, const
     n->s = (struct cx_pipe_seg){id, format, len};
     if (len)
         memcpy(n->data, data, len);
-    *slot = n;
     b->st.kept++;
-    /* release the run that starts at next */
-    while ((n = b->window[b->next % CX_PIPE_REORDER]) && n->s.id == b->next) {
-        b->window[b->next % CX_PIPE_REORDER] = NULL;
+    if (slot) {
+        *slot = n;
+        b->win_bytes += len;
+        return 1;
+    }
+    /* id == next: ready now, and so is the run that waits behind it */
+    for (;;) {
         b->next++;
         int rc = make_ready(b, n);
         if (rc < 0)
             return rc;
+        if (!b->ring_cap || !(n = b->ring[b->next & (b->ring_cap - 1)]) || n->s.id != b->next)
+            break;
+        b->ring[b->next & (b->ring_cap - 1)] = NULL;
+        b->win_bytes -= n->s.len;
     }
     return 1;
 }

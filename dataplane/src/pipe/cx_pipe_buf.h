@@ -6,8 +6,12 @@
  * stream — so they may come twice and out of order. The buffer delivers each id exactly
  * once, in id order: ids below the next one to deliver are duplicates and dropped; ids
  * ahead wait in a reorder window until the gap fills. Ready segments are kept in memory up
- * to mem_cap bytes and spill to a file beyond, read back in order. Not thread-safe (the
- * pipe runtime locks around it).
+ * to mem_cap bytes and spill to a file beyond, read back in order. The window keeps any
+ * segment less than CX_PIPE_REORDER ids ahead of the next id, and further ones (up to
+ * max(CX_PIPE_REORDER, mem_cap / 256) ids ahead) while it holds at most mem_cap bytes, so a
+ * reader that attached late keeps the writer's direct segments while the space's stream
+ * catches up; what does not fit is dropped: the space's in-order stream brings it again.
+ * Not thread-safe (the pipe runtime locks around it).
  */
 #ifndef CX_PIPE_BUF_H
 #define CX_PIPE_BUF_H
@@ -15,8 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* How far ahead of the next id a segment may arrive and still be kept (further ones are
- * dropped: the space's in-order stream brings them again). */
+/* Ids ahead of the next one that the reorder window always keeps (see above). */
 #define CX_PIPE_REORDER 1024
 
 struct cx_pipe_buf;

@@ -14,6 +14,7 @@
 #include "pipe/pipe_testutil.h"
 #include "testutil/cx_netns.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/prctl.h>
@@ -55,6 +56,47 @@ CX_TEST(buffer_dedupes_reorders_and_spills)
     CX_CHECK(cx_pipe_buf_tell(b) == 23);
     cx_pipe_buf_free(b);
     CX_CHECK(access("/tmp/cx_pipe_test.spill", F_OK) != 0); /* removed */
+}
+
+/* A reader that attached late: the writer's direct segments run far (more than
+ * CX_PIPE_REORDER ids) ahead of the space's stream; they wait in the window, bounded by
+ * the memory cap in bytes and its span in ids, and everything comes out once, in order. */
+CX_TEST(buffer_keeps_segments_far_ahead_within_its_memory)
+{
+    struct cx_pipe_buf *b;
+    const size_t cap = 1 << 20; /* window: 1 MiB, span max(1024, cap / 256) = 4096 ids */
+    CX_CHECK_EQ_INT(cx_pipe_buf_create(1, cap, "/tmp/cx_pipe_test_far.spill", &b), 0);
+    uint8_t seg[1024], out[1024];
+    for (uint64_t id = 2001; id <= 2500; id++) { /* the writer's, 2000 ids ahead */
+        memset(seg, (int)(id & 0xff), sizeof seg);
+        CX_CHECK_EQ_INT(cx_pipe_buf_offer(b, id, 0, seg, sizeof seg), 1);
+    }
+    CX_CHECK_EQ_INT(cx_pipe_buf_offer(b, 1 + 4096, 0, seg, 1), 0); /* beyond the span */
+    for (uint64_t id = 2501; id <= 3100; id++) { /* 1100 KiB in all: the last 76 do not fit */
+        memset(seg, (int)(id & 0xff), sizeof seg);
+        cx_pipe_buf_offer(b, id, 0, seg, sizeof seg);
+    }
+    struct cx_pipe_buf_stats st;
+    cx_pipe_buf_stats(b, &st);
+    CX_CHECK(st.kept == 1024 && st.too_far == 1 + 76 && st.mem_bytes == 0);
+    CX_CHECK(cx_pipe_buf_next(b) == 1);
+    for (uint64_t id = 1; id <= 3100; id++) { /* the space's stream, in order from 1 */
+        memset(seg, (int)(id & 0xff), sizeof seg);
+        CX_CHECK(cx_pipe_buf_offer(b, id, 0, seg, sizeof seg) >= 0);
+    }
+    cx_pipe_buf_end(b, 3100);
+    cx_pipe_buf_stats(b, &st);
+    CX_CHECK(st.kept == 3100 && st.duplicates == 1024 && st.mem_bytes <= cap);
+    CX_CHECK(st.spilled == 3100 - cap / sizeof seg); /* ready beyond the cap went to the file */
+    struct cx_pipe_seg s;
+    for (uint64_t id = 1; id <= 3100; id++) {
+        CX_CHECK_EQ_INT(cx_pipe_buf_peek(b, &s), 1);
+        CX_CHECK(s.id == id && s.len == sizeof seg);
+        CX_CHECK_EQ_INT(cx_pipe_buf_take(b, out, sizeof out), 0);
+        CX_CHECK(out[0] == (id & 0xff) && out[1023] == (id & 0xff));
+    }
+    CX_CHECK_EQ_INT(cx_pipe_buf_peek(b, &s), -EPIPE);
+    cx_pipe_buf_free(b);
 }
 
 /* ---- the states of Figure 3 and the paper's three scenarios ------------------------ */
@@ -125,6 +167,13 @@ CX_TEST(attach_first_then_create_streams_direct)
 }
 
 /* A reader that attaches while the writer is mid-stream is announced to the writer. */
+static void *resume_later(void *arg)
+{
+    usleep(300000);
+    kill(*(pid_t *)arg, SIGCONT);
+    return NULL;
+}
+
 CX_TEST(reader_joining_mid_stream_is_announced)
 {
     struct space_proc sp;
@@ -142,6 +191,59 @@ CX_TEST(reader_joining_mid_stream_is_announced)
     pi_reader_stats(r, &st);
     CX_CHECK(st.from_writer > 0);
     pi_detach(r);
+    pi_space_close(s);
+    space_down(&sp);
+}
+
+/* A reader that attaches when the writer is already more than CX_PIPE_REORDER segments
+ * ahead of what it has: the reader's process is stopped right after pi_attach while the
+ * writer goes on, so the writer's direct segments (ids 1501 on) are there before the space's
+ * stream (from id 1). They are kept while the space brings 1..1500: exactly the sequence,
+ * and most of the segments written after the attach come from the writer. */
+CX_TEST(late_reader_keeps_direct_segments_far_ahead)
+{
+    struct space_proc sp;
+    CX_CHECK_EQ_INT(space_up(&sp), 0);
+    int s = pi_space_open(sp.addr, NULL);
+    int w = pi_create("late", s, PI_CREATE);
+    CX_CHECK_EQ_INT(write_n(w, 0, 1500, 0), 0);
+    struct pi_reader_stats *got = mmap(NULL, sizeof *got, PROT_READ | PROT_WRITE,
+                                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CX_CHECK(got != MAP_FAILED);
+    memset(got, 0, sizeof *got);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int cs = pi_space_open(sp.addr, NULL);
+        int r = pi_attach("late", cs);
+        if (r < 0)
+            _exit(2);
+        raise(SIGSTOP); /* the writer runs ahead until the parent resumes us */
+        if (read_all(r, 0, 3500, 20000) != 3500)
+            _exit(1);
+        pi_reader_stats(r, got);
+        _exit(0);
+    }
+    int st = 0;
+    CX_CHECK_EQ_INT(waitpid(pid, &st, WUNTRACED), pid);
+    CX_CHECK(WIFSTOPPED(st));
+    /* the writer learns of the reader from the space; then 2000 more, of which the first
+     * reach the stopped reader's socket ahead of everything else. A thread resumes the
+     * reader in case the socket fills and pi_write waits for it. */
+    pthread_t t;
+    CX_CHECK_EQ_INT(pthread_create(&t, NULL, resume_later, &pid), 0);
+    CX_CHECK_EQ_INT(write_n(w, 1500, 3500, 0), 0);
+    CX_CHECK_EQ_INT(pi_close(w), 0);
+    pthread_join(t, NULL);
+    CX_CHECK_EQ_INT(waitpid(pid, &st, 0), pid);
+    CX_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    printf("    from the writer %llu, from the space %llu, duplicates %llu\n",
+           (unsigned long long)got->from_writer, (unsigned long long)got->from_space,
+           (unsigned long long)got->duplicates);
+    CX_CHECK(got->from_writer + got->from_space == 3500);
+    CX_CHECK(got->from_space >= 1500);   /* 1..1500 exist only in the space */
+    CX_CHECK(got->from_writer >= 1000);  /* direct segments far ahead were kept */
+    munmap(got, sizeof *got);
     pi_space_close(s);
     space_down(&sp);
 }
