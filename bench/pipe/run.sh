@@ -28,10 +28,10 @@ for a in "$@"; do
 done
 if [ "$quick" = 1 ]; then
   REPS=${REPS:-1} SECS=${SECS:-0.3} TOTAL_MB=${TOTAL_MB:-32} EVERY_MAX=${EVERY_MAX:-256}
-  CLIENTS=${CLIENTS:-"2 32"}
+  CLIENTS=${CLIENTS:-"2 32"} RUN_TIMEOUT=${RUN_TIMEOUT:-60}
 else
   REPS=${REPS:-3} SECS=${SECS:-2} TOTAL_MB=${TOTAL_MB:-256} EVERY_MAX=${EVERY_MAX:-4096}
-  CLIENTS=${CLIENTS:-"2 4 8 16 32"}
+  CLIENTS=${CLIENTS:-"2 4 8 16 32"} RUN_TIMEOUT=${RUN_TIMEOUT:-600}
 fi
 UDP_THREADS=${UDP_THREADS:-2}
 WINDOW=${WINDOW:-32}
@@ -89,13 +89,21 @@ EOF
 }
 
 # tagged TAGS CMD...: runs CMD, appends its JSON line with TAGS added to the raw results;
-# a failed run is kept (the report marks it) and makes the script exit 1 at the end
+# A run that fails is tried once more (a stream run of either peer has been seen to hang
+# once in many, e.g. JetStream answering 503 under load): the first failure is printed and
+# counted in "retried"; a second failure is kept (the report marks it) and makes the script
+# exit 1 at the end.
 failed=0
+retried=0
 tagged() {
   local tags=$1; shift
   if ! "$@" >"$tmp/line"; then
-    failed=$((failed + 1))
-    echo "FAILED: $*" >&2
+    retried=$((retried + 1))
+    echo "FAILED, trying once more: $*" >&2
+    if ! "$@" >"$tmp/line"; then
+      failed=$((failed + 1))
+      echo "FAILED: $*" >&2
+    fi
   fi
   sed "s/}\$/,$tags}/" "$tmp/line" >>"$raw"
 }
@@ -130,8 +138,8 @@ for policy in none every; do
         [ "$policy" = every ] && [ "$count" -gt "$EVERY_MAX" ] && count=$EVERY_MAX
         [ "$count" -lt 1 ] && count=1
         t="\"bench\":\"stream\",\"policy\":\"$policy\",\"rep\":$rep"
-        tagged "$t" "$stream" --peer conflux --addr "$SPACE_ADDR" --scenario "$sc" --size "$size" --count "$count"
-        tagged "$t" "$stream" --peer nats --addr "$NATS_ADDR" --scenario "$sc" --size "$size" --count "$count"
+        tagged "$t" "$stream" --peer conflux --addr "$SPACE_ADDR" --scenario "$sc" --size "$size" --count "$count" --timeout "$RUN_TIMEOUT"
+        tagged "$t" "$stream" --peer nats --addr "$NATS_ADDR" --scenario "$sc" --size "$size" --count "$count" --timeout "$RUN_TIMEOUT"
       done
     done
   done
@@ -147,6 +155,7 @@ python3 "$here/report.py" --raw "$raw" --json "$out/pipe.json" --md "$out/pipe.m
   --nats-version "$(nats-server --version 2>&1 | head -1)" \
   --commit "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 cat "$out/pipe.md"
+[ "$retried" -eq 0 ] || echo "$retried runs failed once and were run again (see above)" >&2
 if [ "$failed" -gt 0 ]; then
   echo "$failed runs failed (see above)" >&2
   exit 1
