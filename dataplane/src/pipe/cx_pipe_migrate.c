@@ -270,6 +270,22 @@ static long reader_out(int d, struct pi_reader *r, uint32_t hold_ms, uint8_t *ou
     return (long)blob_encode(&b, out);
 }
 
+/* Corking on or off for every socket of the writer: off while it migrates, so the space's
+ * acks and the MIGRATE request do not wait in a corked socket. */
+static void cork_all(struct pi_writer *w, int on)
+{
+    pthread_mutex_lock(&w->cork_mu);
+    w->corked = on;
+    w->dirty = 0;
+    int fd = cx_space_client_fd(w->c);
+    if (fd >= 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+    for (int i = 0; i < w->ndirect; i++)
+        if (w->direct[i].link && (fd = cx_link_fd(w->direct[i].link)) >= 0)
+            setsockopt(fd, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+    pthread_mutex_unlock(&w->cork_mu);
+}
+
 static long writer_out(int d, struct pi_writer *w, uint32_t hold_ms, uint8_t *out)
 {
     pthread_mutex_lock(&g_pi.mu);
@@ -279,19 +295,18 @@ static long writer_out(int d, struct pi_writer *w, uint32_t hold_ms, uint8_t *ou
                      .space_had = w->space_had, .flags = w->space_ended ? 1 : 0};
     snprintf(b.name, sizeof b.name, "%s", w->name);
     /* nothing unacknowledged may be left behind: the new side cannot resend it */
-    pi_writer_flush(w, 0);
+    cork_all(w, 0);
     int rc = w->last > w->space_had ? cx_space_wait_acked(w->c, w->handle, w->last, timeout) : 0;
     struct cx_space_pipe_info info;
     if (rc == 0)
         rc = cx_space_migrate(w->c, CX_SP_MIG_WRITER, w->handle, w->name, "", hold_ms, &b.token, &info);
-    if (rc < 0) /* the writer goes on here: its next pi_write recovers a lost space */
+    if (rc < 0) { /* the writer goes on here: its next pi_write recovers a lost space */
+        cork_all(w, 1);
         return rc;
-    pthread_mutex_lock(&w->cork_mu); /* flush and close every connection (#84) */
-    w->corked = 0;
-    pthread_mutex_unlock(&w->cork_mu);
+    }
     for (int i = 0; i < w->ndirect; i++)
         if (w->direct[i].link) {
-            cx_link_flush(w->direct[i].link, no_recv, NULL, 2000);
+            cx_link_flush(w->direct[i].link, no_recv, NULL, 2000); /* flush and close (#84) */
             pi_writer_direct_drop(w, &w->direct[i]);
         }
     pthread_mutex_lock(&g_pi.mu);

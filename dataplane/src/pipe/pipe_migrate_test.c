@@ -510,4 +510,28 @@ CX_TEST(migrate_refuses_bad_blobs_and_loses_nothing)
     space_down(&sp);
 }
 
+/* A writer cannot migrate while its space is down: a clear error, and the writer goes on
+ * (its next write recovers the space) without losing a segment. */
+CX_TEST(writer_migrate_out_without_its_space_keeps_the_writer)
+{
+    struct space_proc sp;
+    CX_CHECK_EQ_INT(space_up(&sp), 0);
+    struct pi_options o = {.timeout_ms = 3000};
+    int s = pi_space_open(sp.addr, &o);
+    int w = pi_create("m7", s, PI_CREATE);
+    CX_CHECK_EQ_INT(write_n(w, 0, 200, 0), 0);
+    space_kill(&sp);
+    uint8_t blob[PI_MIGRATE_MAX];
+    CX_CHECK_EQ_INT(pi_migrate_out(w, 0, blob, sizeof blob), -1);
+    printf("    migrating without the space: errno %d: %s\n", errno, cx_errmsg());
+    CX_CHECK(errno == ECONNRESET || errno == ETIMEDOUT);
+    CX_CHECK_EQ_INT(space_restart(&sp), 0);
+    CX_CHECK_EQ_INT(write_n(w, 200, 400, 0), 0); /* the same descriptor */
+    CX_CHECK_EQ_INT(pi_close(w), 0);
+    int r = pi_attach("m7", s);
+    CX_CHECK_EQ_INT(read_all(r, 0, 400, 10000), 400);
+    pi_shutdown();
+    space_down(&sp);
+}
+
 CX_TEST_MAIN()
