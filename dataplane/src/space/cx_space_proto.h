@@ -59,7 +59,8 @@
  *               - the writer's connection to the server and each READ stream (the
  *                 transport the server listens on);
  *               - while a writer is open, each registered reader address (GET with an
- *                 address): the direct writer-to-reader link the writer was told to open.
+ *                 address) not held by a migration: the direct writer-to-reader link the
+ *                 writer was told to open.
  *             An address without "://" counts as transport "unknown".
  * A server older than STATS answers -EPROTO "unknown space request op 11".
  *
