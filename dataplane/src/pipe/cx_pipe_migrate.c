@@ -239,7 +239,8 @@ static long reader_out(int d, struct pi_reader *r, uint32_t hold_ms, uint8_t *ou
     char my_addr[160];
     snprintf(my_addr, sizeof my_addr, "%s", g_pi.spaces[s].my_addr);
     for (int i = 0; i < g_pi.desc_hi; i++)
-        others += i != d && g_pi.desc[i].kind == PI_READER && g_pi.desc[i].r->pipe_id == r->pipe_id;
+        others += i != d && g_pi.desc[i].kind == PI_READER && g_pi.desc[i].r->pipe_id == r->pipe_id &&
+                  g_pi.desc[i].r->space == s;
     pthread_mutex_unlock(&g_pi.mu);
     /* the writer streams to this process's address, not to one reader: with another reader of
      * the pipe here, the address stays (no hold); the new side registers its own anyway */

@@ -534,4 +534,41 @@ CX_TEST(writer_migrate_out_without_its_space_keeps_the_writer)
     space_down(&sp);
 }
 
+/* The writer links to a process's address, not to one reader: a reader that migrates away
+ * from a process where another reader of the pipe stays does not hold the address, and both
+ * get exactly the sequence. */
+CX_TEST(reader_migrating_beside_another_reader_keeps_the_address)
+{
+    struct space_proc sp;
+    CX_CHECK_EQ_INT(space_up(&sp), 0);
+    int s = pi_space_open(sp.addr, NULL);
+    int ra = pi_attach("m8", s), rb = pi_attach("m8", s);
+    int w = pi_create("m8", s, PI_CREATE);
+    CX_CHECK(ra >= 0 && rb >= 0 && w >= 0);
+    CX_CHECK_EQ_INT(write_n(w, 0, 300, 0), 0);
+    CX_CHECK_EQ_INT(read_range(ra, 0, 100), 0);
+    uint8_t blob[PI_MIGRATE_MAX];
+    long n = pi_migrate_out(ra, 0, blob, sizeof blob);
+    CX_CHECK(n > 0);
+    pid_t r2 = fork();
+    if (r2 == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int s2 = pi_space_open(sp.addr, NULL);
+        int r = pi_migrate_in(blob, (size_t)n, s2);
+        _exit(r >= 0 && read_all(r, 100, 1000, 20000) == 900 ? 0 : 2);
+    }
+    CX_CHECK_EQ_INT(write_n(w, 300, 1000, 100), 0);
+    struct pi_writer_stats ws;
+    CX_CHECK_EQ_INT(pi_writer_stats(w, &ws), 0);
+    CX_CHECK(ws.holds == 0 && ws.direct >= 1); /* still linked to this process (rb) */
+    CX_CHECK_EQ_INT(pi_close(w), 0);
+    CX_CHECK_EQ_INT(child_ok(r2), 0);
+    CX_CHECK_EQ_INT(read_all(rb, 0, 1000, 10000), 1000);
+    struct pi_reader_stats st;
+    CX_CHECK_EQ_INT(pi_reader_stats(rb, &st), 0);
+    CX_CHECK(st.from_writer > 0);
+    pi_shutdown();
+    space_down(&sp);
+}
+
 CX_TEST_MAIN()
