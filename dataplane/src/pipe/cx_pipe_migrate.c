@@ -364,35 +364,33 @@ static int writer_in(const struct blob *b, int s)
     pthread_mutex_unlock(&g_pi.mu);
     if (d < 0)
         return d;
-    struct pi_writer *w = calloc(1, sizeof *w);
-    int rc = w ? 0 : cx_err_set(ENOMEM, "pipe writer");
     struct cx_space_pipe_info info;
-    if (w) {
-        snprintf(w->name, sizeof w->name, "%s", b->name);
-        pthread_mutex_init(&w->cork_mu, NULL);
-        w->corked = 1;
-        w->space = s;
-        w->window = window;
-        w->ret = calloc(window, sizeof *w->ret);
-        rc = w->ret ? cx_space_connect(addr, &w->c) : cx_err_set(ENOMEM, "pipe writer");
+    int rc;
+    struct pi_writer *w = calloc(1, sizeof *w);
+    if (!w) {
+        rc = cx_err_set(ENOMEM, "pipe writer");
+        goto error;
     }
-    if (rc == 0)
-        rc = cx_space_resume(w->c, CX_SP_MIG_WRITER, b->name, "", b->pipe_id, b->token, &w->handle, &info);
+    snprintf(w->name, sizeof w->name, "%s", b->name);
+    pthread_mutex_init(&w->cork_mu, NULL);
+    w->corked = 1;
+    w->space = s;
+    w->window = window;
+    if (!(w->ret = calloc(window, sizeof *w->ret))) {
+        rc = cx_err_set(ENOMEM, "pipe writer");
+        goto error;
+    }
+    if ((rc = cx_space_connect(addr, &w->c)) < 0 ||
+        (rc = cx_space_resume(w->c, CX_SP_MIG_WRITER, b->name, "", b->pipe_id, b->token, &w->handle, &info)) < 0)
+        goto error;
     /* it goes on after its last segment: the space must hold exactly what it held then */
     uint64_t had = b->pos > b->space_had ? b->pos : b->space_had;
-    if (rc == 0 && info.last_id != had) {
+    if (info.last_id != had) {
         rc = cx_err_set(ESTALE, "pipe '%s' holds %llu segments, the migrated writer had %llu: "
                         "written by another writer since", b->name, (unsigned long long)info.last_id,
                         (unsigned long long)had);
         cx_space_stop(w->c, w->handle);
-    }
-    if (rc < 0) {
-        if (w)
-            pi_writer_free(w);
-        pthread_mutex_lock(&g_pi.mu);
-        g_pi.desc[d].kind = PI_FREE;
-        pthread_mutex_unlock(&g_pi.mu);
-        return rc;
+        goto error;
     }
     int on = 1;
     setsockopt(cx_space_client_fd(w->c), IPPROTO_TCP, TCP_CORK, &on, sizeof on);
@@ -406,6 +404,13 @@ static int writer_in(const struct blob *b, int s)
     g_pi.desc[d] = (struct pi_desc){.kind = PI_WRITER, .w = w};
     pthread_mutex_unlock(&g_pi.mu);
     return d;
+error:
+    if (w)
+        pi_writer_free(w);
+    pthread_mutex_lock(&g_pi.mu);
+    g_pi.desc[d].kind = PI_FREE;
+    pthread_mutex_unlock(&g_pi.mu);
+    return rc;
 }
 
 int pi_migrate_in(const void *blob, size_t len, int s)
