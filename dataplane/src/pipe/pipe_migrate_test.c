@@ -394,7 +394,7 @@ CX_TEST(transition_reader_held_to_writing_by_hold_timeout)
 
 /* ---- the migrating writer's slot: kept, then freed by time ---------------------------- */
 
-CX_TEST(transition_writer_held_to_closed_by_hold_timeout)
+CX_TEST(transition_writer_held_to_writing_by_hold_timeout)
 {
     struct space_proc sp;
     CX_CHECK_EQ_INT(space_up(&sp), 0);
