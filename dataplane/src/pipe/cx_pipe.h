@@ -102,6 +102,54 @@ struct pi_reader_stats {
 };
 int pi_reader_stats(int d, struct pi_reader_stats *out);
 
+/* Migration (seed Figure 7, the hold list): an open reader or writer moves to another
+ * process or address, and nothing acknowledged is lost, nothing is delivered twice, order
+ * holds.
+ *
+ *     uint8_t blob[PI_MIGRATE_MAX];
+ *     long n = pi_migrate_out(d, 5000, blob, sizeof blob);  // old process: d is gone now
+ *     ... send blob[0..n) to the new process ...
+ *     int d2 = pi_migrate_in(blob, n, s);                   // new process, its own space s
+ *
+ * pi_migrate_out saves the endpoint's state into blob (at most PI_MIGRATE_MAX bytes; the
+ * return value says how many) and releases the descriptor. A reader saves its position
+ * (pi_tell: segments it buffered but did not deliver are dropped here; the space has them);
+ * the space holds its registration and tells the writer (READER_HELD), which drains and
+ * closes its direct link to the old address and puts it on its hold list: it neither sends
+ * nor connects there any more. The call waits (up to 1 s) for that link to close. A writer
+ * first waits until the space acknowledged every segment it wrote (timeout_ms of its
+ * space), flushes and closes its direct links (its readers go on from the space) and the
+ * space keeps its single-writer slot for it: another pi_create gets EBUSY meanwhile.
+ * hold_ms is how long the space and the peers keep the endpoint's place (0: 10 s).
+ *
+ * pi_migrate_in opens the saved endpoint again on space s (the same space server, reached
+ * from the new process) and returns its descriptor. A reader resumes at the saved position;
+ * the writer connects to its new address and first sends the segments it held back, while
+ * the space streams what the writer no longer retains (Figure 8). A writer goes on after
+ * its last segment and connects to the pipe's readers. After the hold ends (the new side
+ * came too late) a reader simply attaches at its position and reads from the space, and a
+ * writer opens the pipe as PI_APPEND would, if nobody wrote it since.
+ *
+ * Errors, all with the endpoint intact (nothing lost): pi_migrate_out: EBADF (not an open
+ * pipe), EMSGSIZE (cap too small), the space's error (unreachable: ETIMEDOUT, ECONNRESET;
+ * the descriptor stays usable). pi_migrate_in: EINVAL (not a migration blob, truncated,
+ * unknown version or kind), EBADMSG (checksum mismatch: corrupt), EBADF (s), ENOENT (the pipe
+ * was unlinked, or the name names another pipe now), EBUSY (a writer whose place another
+ * writer holds), ESTALE (a writer whose pipe was written by someone else since). A blob may
+ * be used once: a second pi_migrate_in of a writer's blob finds the pipe written (EBUSY),
+ * of a reader's makes a second reader at the same position. */
+#define PI_MIGRATE_MAX 256
+long pi_migrate_out(int d, int hold_ms, void *blob, size_t cap);
+int pi_migrate_in(const void *blob, size_t len, int s);
+
+/* Counters of a writer (for tests and metrics): direct links open now, readers on its hold
+ * list now, holds taken, holds ended by the reader reappearing (resumed) or by their time
+ * (expired), held segments resent to a reader at its new address. */
+struct pi_writer_stats {
+    uint64_t direct, held, holds, resumed, expired, resent;
+};
+int pi_writer_stats(int d, struct pi_writer_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

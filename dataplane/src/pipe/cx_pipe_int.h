@@ -2,6 +2,7 @@
  *   cx_pipe_rt.c      descriptor table, spaces, the in-bound thread, pi_unlink
  *   cx_pipe_reader.c  pi_attach pi_read pi_seek pi_tell pi_detach (+ the thread's reader work)
  *   cx_pipe_writer.c  pi_create pi_write pi_close
+ *   cx_pipe_migrate.c pi_migrate_out pi_migrate_in, the writer's hold list, pi_writer_stats
  *   cx_pipe_seg.c     typed segments: events of a format <-> segment bytes
  */
 #ifndef CX_PIPE_INT_H
@@ -57,6 +58,15 @@ struct pi_direct {
     struct cx_link *link; /* NULL once failed: that reader falls back to the space */
 };
 
+/* A reader on the writer's hold list (seed Figure 7, #87-#89): it is migrating, so the
+ * writer neither sends to nor connects to its old address until it reappears (the space
+ * says READER_MOVED) or the hold ends at `until` (then it reads from the space). */
+struct pi_hold {
+    char addr[CX_SP_ADDR_MAX + 1];
+    double until;
+    uint64_t from; /* the last segment it got directly: later ones are resent when it moves */
+};
+
 struct pi_retained { /* a segment the space has not acknowledged yet */
     uint64_t id, format;
     uint32_t len;
@@ -74,6 +84,9 @@ struct pi_writer {
     int space_ended;     /* the pipe was closed already: an APPEND writer may only replay */
     struct pi_direct direct[PI_MAX_DIRECT];
     int ndirect;
+    struct pi_hold hold[PI_MAX_DIRECT]; /* migrating readers (cx_pipe_migrate.c) */
+    int nhold;
+    struct pi_writer_stats st;
     struct pi_retained *ret; /* ring of unacknowledged segments, window slots */
     uint32_t window;
     /* corking: the writer's links hold small segments back (TCP_CORK) so they leave in
@@ -144,6 +157,22 @@ void pi_writer_free(struct pi_writer *w);
 /* Pushes out what waits in a writer's corked sockets when it waited at least min_ms;
  * returns 1 when something still waits (call again within a millisecond). */
 int pi_writer_flush(struct pi_writer *w, double min_ms);
+
+/* The writer's direct links (cx_pipe_writer.c), for the hold list: connect to a reader's
+ * address (replacing a link to the same address); close one link. */
+void pi_writer_direct_add(struct pi_writer *w, const char *addr);
+void pi_writer_direct_drop(struct pi_writer *w, struct pi_direct *dl);
+/* What the space pushed for the writer's pipe (readers joined, held, moved), and holds that
+ * ended: applied to its direct links and hold list (cx_pipe_migrate.c). */
+void pi_writer_events(struct pi_writer *w);
+/* Open reads: a new reader registers (GET) from the start of the pipe; a migrated one
+ * (resume != NULL) resumes its hold (RESUME) at resume->next (cx_pipe_reader.c). */
+struct pi_resume {
+    uint64_t pipe_id, token, next;
+};
+int pi_reader_open(const char *name, int s, const struct pi_resume *resume);
+/* Direct links from writers carrying pipe_id into this process (g_pi.mu held). */
+int pi_rt_inbound_links(uint64_t pipe_id);
 
 /* Typed segments (cx_pipe_seg.c). */
 long pi_seg_encode(const void *events, size_t n, const struct cx_format *t, uint8_t **out,

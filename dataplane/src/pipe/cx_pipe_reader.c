@@ -51,6 +51,11 @@ int pi_attach(const char *name, int s)
     int rc0 = pi_name_check(name, "pi_attach");
     if (rc0 < 0)
         return pi_fail(rc0);
+    return pi_reader_open(name, s, NULL);
+}
+
+int pi_reader_open(const char *name, int s, const struct pi_resume *resume)
+{
     pthread_mutex_lock(&g_pi.mu);
     struct pi_space *sp = pi_space_get(s);
     int d = sp ? pi_desc_alloc() : -EBADF;
@@ -70,20 +75,26 @@ int pi_attach(const char *name, int s)
     pthread_mutex_unlock(&g_pi.mu);
 
     /* get (Figure 6, #2): binds the name if needed and registers us with the space, so a
-     * writer (now or later) streams to us directly */
+     * writer (now or later) streams to us directly; a migrated reader resumes its hold
+     * instead (Figure 7: the writer sends what it held to our new address) */
     struct cx_space_pipe_info info;
     struct cx_space_client *ctl = pi_space_ctl(s, NULL);
-    int rc = ctl ? cx_space_get(ctl, name, 0, my_addr, &info) : -cx_errcode();
-    if (rc == -ECONNRESET && (ctl = pi_space_ctl(s, ctl)))
-        rc = cx_space_get(ctl, name, 0, my_addr, &info);
+    int rc = -cx_errcode();
+    for (int again = 0; ctl && again < 2; again++) {
+        rc = resume ? cx_space_resume(ctl, CX_SP_MIG_READER, name, my_addr, resume->pipe_id,
+                                      resume->token, NULL, &info)
+                    : cx_space_get(ctl, name, 0, my_addr, &info);
+        if (rc != -ECONNRESET || !(ctl = pi_space_ctl(s, ctl)))
+            break;
+    }
     if (rc == 0)
-        rc = cx_pipe_buf_create(1, mem, spill, &r->buf);
+        rc = cx_pipe_buf_create(resume ? resume->next : 1, mem, spill, &r->buf);
     pthread_mutex_lock(&g_pi.mu);
     if (rc < 0) {
         g_pi.desc[d].kind = PI_FREE;
         pthread_mutex_unlock(&g_pi.mu);
         free(r);
-        return pi_fail(cx_err_wrap(rc, "pi_attach '%s'", name));
+        return pi_fail(cx_err_wrap(rc, "%s '%s'", resume ? "pi_migrate_in" : "pi_attach", name));
     }
     snprintf(r->name, sizeof r->name, "%s", name);
     r->space = s;

@@ -129,6 +129,14 @@ static int service_inbound(void)
     return work;
 }
 
+int pi_rt_inbound_links(uint64_t pipe_id)
+{
+    int n = 0;
+    for (struct pi_inbound *ib = g_pi.in; ib; ib = ib->next)
+        n += ib->pipe_id == pipe_id;
+    return n;
+}
+
 static void *inbound_thread(void *arg)
 {
     (void)arg;

@@ -267,9 +267,7 @@ static int space_send(struct pi_writer *w, uint64_t id, uint64_t token, const vo
 
 static void direct_send(struct pi_writer *w, const struct cx_frame_hdr *h, const void *p, size_t len)
 {
-    char addr[CX_SP_ADDR_MAX + 1];
-    while (cx_space_next_reader(w->c, w->handle, addr, sizeof addr) == 1)
-        direct_add(w, addr); /* a reader attached since (check_restore, #39-#44) */
+    pi_writer_events(w); /* readers attached, migrating, moved since (check_restore, #39-#44) */
     struct iovec iov = {(void *)p, len};
     for (int i = 0; i < w->ndirect; i++) {
         struct pi_direct *dl = &w->direct[i];
@@ -366,3 +364,7 @@ int pi_close(int d)
     pi_writer_free(w);
     return rc < 0 ? pi_fail(rc) : 0;
 }
+
+/* For the hold list (cx_pipe_migrate.c). */
+void pi_writer_direct_add(struct pi_writer *w, const char *addr) { direct_add(w, addr); }
+void pi_writer_direct_drop(struct pi_writer *w, struct pi_direct *dl) { direct_drop(w, dl); }

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_PUSHED_READERS 16
+#define MAX_EVENTS 32 /* pushes queued per writer handle; beyond, news is dropped */
 
 struct qseg {
     struct qseg *next;
@@ -33,8 +33,8 @@ struct chandle {
     char errmsg[256];
     struct qseg *head, *tail;
     int ended;          /* reader: END queued */
-    char pushed[MAX_PUSHED_READERS][CX_SP_ADDR_MAX + 1];
-    int npushed;
+    struct cx_space_event ev[MAX_EVENTS];
+    int nev;
 };
 
 struct cx_space_client {
@@ -109,9 +109,16 @@ static void on_push(struct cx_space_client *c, const struct cx_frame_hdr *h, con
     if (r.status < 0) {
         hd->err = r.status;
         snprintf(hd->errmsg, sizeof hd->errmsg, "%.*s", r.error.len, r.error.p);
-    } else if (r.op == CX_SP_READER_JOINED && r.pipe.naddrs && hd->npushed < MAX_PUSHED_READERS) {
-        cx_sp_str_copy(r.pipe.addrs[0], hd->pushed[hd->npushed], sizeof hd->pushed[0]);
-        hd->npushed++;
+    } else if ((r.op == CX_SP_READER_JOINED || r.op == CX_SP_READER_HELD ||
+                (r.op == CX_SP_READER_MOVED && r.pipe.naddrs == 2)) &&
+               r.pipe.naddrs && hd->nev < MAX_EVENTS) {
+        struct cx_space_event *e = &hd->ev[hd->nev];
+        memset(e, 0, sizeof *e);
+        e->op = r.op;
+        e->hold_ms = r.hold_ms;
+        if (cx_sp_str_copy(r.pipe.addrs[0], e->addr, sizeof e->addr) == 0 &&
+            (r.op != CX_SP_READER_MOVED || cx_sp_str_copy(r.pipe.addrs[1], e->addr2, sizeof e->addr2) == 0))
+            hd->nev++;
     }
 }
 
@@ -561,20 +568,32 @@ long cx_space_read_next(struct cx_space_client *c, uint32_t handle, void *buf, s
     return LOCKED(c, read_next_locked(c, handle, buf, cap, info, timeout_ms));
 }
 
-static int next_reader_locked(struct cx_space_client *c, uint32_t handle, char *addr, size_t cap)
+static int next_event_locked(struct cx_space_client *c, uint32_t handle, struct cx_space_event *ev)
 {
     pump_lazy(c);
     struct chandle *h = hfind(c, handle);
-    if (!h || !h->npushed)
+    if (!h || !h->nev)
         return 0;
-    snprintf(addr, cap, "%s", h->pushed[0]);
-    memmove(h->pushed[0], h->pushed[1], (size_t)--h->npushed * sizeof h->pushed[0]);
+    *ev = h->ev[0];
+    memmove(&h->ev[0], &h->ev[1], (size_t)--h->nev * sizeof h->ev[0]);
     return 1;
+}
+
+int cx_space_next_event(struct cx_space_client *c, uint32_t handle, struct cx_space_event *ev)
+{
+    return LOCKED(c, next_event_locked(c, handle, ev));
 }
 
 int cx_space_next_reader(struct cx_space_client *c, uint32_t handle, char *addr, size_t cap)
 {
-    return LOCKED(c, next_reader_locked(c, handle, addr, cap));
+    struct cx_space_event ev;
+    int rc;
+    while ((rc = cx_space_next_event(c, handle, &ev)) == 1)
+        if (ev.op == CX_SP_READER_JOINED) {
+            snprintf(addr, cap, "%s", ev.addr);
+            return 1;
+        }
+    return rc;
 }
 
 static int stop_locked(struct cx_space_client *c, uint32_t handle)
@@ -591,6 +610,58 @@ static int stop_locked(struct cx_space_client *c, uint32_t handle)
 int cx_space_stop(struct cx_space_client *c, uint32_t handle)
 {
     return LOCKED(c, stop_locked(c, handle));
+}
+
+static int migrate_locked(struct cx_space_client *c, int kind, uint32_t handle, const char *name,
+                          const char *addr, uint32_t hold_ms, uint64_t *token,
+                          struct cx_space_pipe_info *out)
+{
+    struct cx_sp_request q = {.op = CX_SP_MIGRATE, .mode = (uint8_t)kind, .handle = handle,
+                              .name = S(name), .addr = S(addr), .hold_ms = hold_ms};
+    struct cx_sp_reply r;
+    int rc = call(c, CX_FRAME_LOOKUP, &q, &r, CX_SPACE_TIMEOUT_MS);
+    if (rc < 0)
+        return rc;
+    struct chandle *h;
+    if (kind == CX_SP_MIG_WRITER && (h = hfind(c, handle)))
+        hdrop(c, h); /* the server ended it */
+    *token = r.token;
+    info_from(&r.pipe, out);
+    return 0;
+}
+
+int cx_space_migrate(struct cx_space_client *c, int kind, uint32_t handle, const char *name,
+                     const char *addr, uint32_t hold_ms, uint64_t *token,
+                     struct cx_space_pipe_info *out)
+{
+    return LOCKED(c, migrate_locked(c, kind, handle, name, addr, hold_ms, token, out));
+}
+
+static int resume_locked(struct cx_space_client *c, int kind, const char *name, const char *addr,
+                         uint64_t pipe_id, uint64_t token, uint32_t *handle,
+                         struct cx_space_pipe_info *out)
+{
+    struct cx_sp_request q = {.op = CX_SP_RESUME, .mode = (uint8_t)kind, .name = S(name),
+                              .addr = S(addr), .pipe_id = pipe_id, .token = token};
+    struct cx_sp_reply r;
+    uint32_t id = 0;
+    int rc = kind == CX_SP_MIG_WRITER ? handle_call(c, &q, 1, &r, &id)
+                                      : call(c, CX_FRAME_LOOKUP, &q, &r, CX_SPACE_TIMEOUT_MS);
+    if (rc < 0)
+        return rc;
+    struct chandle *h;
+    if (id && (h = hfind(c, id)))
+        h->acked = r.pipe.last_id; /* what is stored is as good as acked */
+    if (handle)
+        *handle = id;
+    info_from(&r.pipe, out);
+    return 0;
+}
+
+int cx_space_resume(struct cx_space_client *c, int kind, const char *name, const char *addr,
+                    uint64_t pipe_id, uint64_t token, uint32_t *handle, struct cx_space_pipe_info *out)
+{
+    return LOCKED(c, resume_locked(c, kind, name, addr, pipe_id, token, handle, out));
 }
 
 int cx_space_client_fd(struct cx_space_client *c) { return cx_link_fd(c->link); }

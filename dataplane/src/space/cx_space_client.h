@@ -93,9 +93,31 @@ int cx_space_read_start(struct cx_space_client *c, const char *name, uint64_t fr
 long cx_space_read_next(struct cx_space_client *c, uint32_t handle, void *buf, size_t cap,
                         struct cx_seg_info *info, int timeout_ms);
 
-/* Pushes: the next reader address the server announced for a writer's handle (a reader
- * attached after the pipe was created). Returns 1 and fills addr, 0 when none is queued. */
+/* Pushes: news the server sent for a writer's handle, in order. op CX_SP_READER_JOINED: a
+ * reader attached at addr; CX_SP_READER_HELD: the reader at addr is migrating (stop sending
+ * to it for up to hold_ms); CX_SP_READER_MOVED: the reader at addr is now at addr2. Returns
+ * 1 and fills ev, 0 when none is queued (at most 32 are; later news is dropped). */
+struct cx_space_event {
+    int op;
+    uint32_t hold_ms;
+    char addr[CX_SP_ADDR_MAX + 1], addr2[CX_SP_ADDR_MAX + 1];
+};
+int cx_space_next_event(struct cx_space_client *c, uint32_t handle, struct cx_space_event *ev);
+/* The next READER_JOINED address (other news is dropped on the way: for callers that do not
+ * follow migrations). Returns 1 and fills addr, 0 when none is queued. */
 int cx_space_next_reader(struct cx_space_client *c, uint32_t handle, char *addr, size_t cap);
+
+/* Migration (cx_space_proto.h, MIGRATE and RESUME). migrate: kind CX_SP_MIG_READER (addr: the
+ * reader process's registered address) or CX_SP_MIG_WRITER (handle: this client's writer
+ * handle, ended by the call); the space holds the endpoint's place for hold_ms (0: 10 s) and
+ * returns the token the new side presents to resume. resume: the new side; a reader at addr
+ * (handle may be NULL), or a writer under a new handle (*handle) as cx_space_put APPEND
+ * would open it. -ENOENT when pipe_id is not the name's pipe any more. */
+int cx_space_migrate(struct cx_space_client *c, int kind, uint32_t handle, const char *name,
+                     const char *addr, uint32_t hold_ms, uint64_t *token,
+                     struct cx_space_pipe_info *out);
+int cx_space_resume(struct cx_space_client *c, int kind, const char *name, const char *addr,
+                    uint64_t pipe_id, uint64_t token, uint32_t *handle, struct cx_space_pipe_info *out);
 
 /* The connection's fd (readable when a call would find news), for callers that wait in
  * poll() across several clients. */

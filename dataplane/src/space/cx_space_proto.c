@@ -114,6 +114,19 @@ int cx_sp_encode_request(struct cx_sp_buf *b, const struct cx_sp_request *r)
     case CX_SP_FMT_GET:
         cx_sp_buf_u64(b, r->token);
         break;
+    case CX_SP_MIGRATE:
+    case CX_SP_RESUME:
+        cx_sp_buf_u8(b, r->mode);
+        cx_sp_buf_u32(b, r->handle);
+        put_s(b, r->name);
+        put_s(b, r->addr);
+        if (r->op == CX_SP_MIGRATE) {
+            cx_sp_buf_u32(b, r->hold_ms);
+        } else {
+            cx_sp_buf_u64(b, r->pipe_id);
+            cx_sp_buf_u64(b, r->token);
+        }
+        break;
     default:
         if (!b->err)
             b->err = cx_err_set(EINVAL, "unknown space request op %u", r->op);
@@ -271,6 +284,22 @@ int cx_sp_decode_request(const uint8_t *in, size_t len, struct cx_sp_request *q)
     case CX_SP_FMT_GET:
         q->token = get_le(&r, 8, "token");
         break;
+    case CX_SP_MIGRATE:
+    case CX_SP_RESUME:
+        q->mode = (uint8_t)get_le(&r, 1, "kind");
+        q->handle = (uint32_t)get_le(&r, 4, "handle");
+        q->name = get_s(&r, "name");
+        q->addr = get_s(&r, "address");
+        if (q->op == CX_SP_MIGRATE) {
+            q->hold_ms = (uint32_t)get_le(&r, 4, "hold ms");
+        } else {
+            q->pipe_id = get_le(&r, 8, "pipe id");
+            q->token = get_le(&r, 8, "token");
+        }
+        if (!r.what && q->mode != CX_SP_MIG_READER && q->mode != CX_SP_MIG_WRITER)
+            return cx_err_set(EPROTO, "space %s with kind %u (1 reader, 2 writer)",
+                              cx_sp_op_name(q->op), q->mode);
+        break;
     default:
         if (r.what)
             return cx_err_set(EPROTO, "empty space request");
@@ -334,7 +363,17 @@ int cx_sp_decode_reply(const uint8_t *in, size_t len, struct cx_sp_reply *q)
     case CX_SP_READ:
     case CX_SP_UNLINK:
     case CX_SP_READER_JOINED:
+    case CX_SP_READER_MOVED:
+    case CX_SP_RESUME:
         get_pipe(&r, &q->pipe);
+        break;
+    case CX_SP_READER_HELD:
+        get_pipe(&r, &q->pipe);
+        q->hold_ms = (uint32_t)get_le(&r, 4, "hold ms");
+        break;
+    case CX_SP_MIGRATE:
+        get_pipe(&r, &q->pipe);
+        q->token = get_le(&r, 8, "token");
         break;
     case CX_SP_STATS:
         get_pipe(&r, &q->pipe);
@@ -390,6 +429,7 @@ int cx_sp_str_copy(struct cx_sp_str s, char *out, size_t cap)
 const char *cx_sp_op_name(uint8_t op)
 {
     static const char *names[] = {"?",    "LOOKUP", "GET",     "PUT",     "READ",         "STOP",
-                                  "UNLINK", "LIST", "FMT_PUT", "FMT_GET", "READER_JOINED", "STATS"};
+                                  "UNLINK", "LIST", "FMT_PUT", "FMT_GET", "READER_JOINED", "STATS",
+                                  "MIGRATE", "READER_HELD", "RESUME", "READER_MOVED"};
     return op < sizeof names / sizeof names[0] ? names[op] : "?";
 }

@@ -7,8 +7,10 @@
  *              chosen by the client; payload = op byte + op fields (below).
  *   replies    same type, flag REPLY, same seq; payload = op, status (0 or a negative
  *              errno), the error text when status < 0, then the op's results.
- *   pushes     type LOOKUP, flag REPLY, seq 0: unsolicited news from the server
- *              (CX_SP_READER_JOINED: a reader attached to a pipe this link writes).
+ *   pushes     type LOOKUP, flag REPLY, seq 0, channel = the writer's handle: unsolicited
+ *              news from the server for a pipe this link writes: READER_JOINED (a reader
+ *              attached), READER_HELD (a reader is migrating: stop sending to its address),
+ *              READER_MOVED (the migrated reader is back at a new address).
  *   segments   type DATA; channel = a handle the client chose in PUT or READ; seq =
  *              segment id; format = the segment's format token. Writer -> server appends;
  *              server -> reader streams. Flag END (empty payload) ends the pipe.
@@ -30,6 +32,14 @@
  *   FMT_PUT  blob description                      -> u64 token
  *   FMT_GET  u64 token                             -> blob description
  *   STATS    str name                              -> pipe (as LOOKUP) + stats
+ *   MIGRATE  u8 kind, u32 handle, str name, str addr, u32 hold_ms
+ *                                                  -> pipe + u64 token
+ *   RESUME   u8 kind, u32 handle, str name, str addr, u64 pipe_id, u64 token
+ *                                                  -> pipe (kind writer: + the readers)
+ *
+ *   pushes:  READER_JOINED pipe (addrs[0] = the reader); READER_HELD pipe (addrs[0] = the
+ *            migrating reader's address) + u32 hold_ms; READER_MOVED pipe (addrs[0] = the
+ *            old address, addrs[1] = the new one)
  *
  *   pipe = u64 pipe_id, u64 format, u64 first_id, u64 last_id, u8 ended, u8 writer_open,
  *          u16 n, n x str address
@@ -49,9 +59,28 @@
  *               - the writer's connection to the server and each READ stream (the
  *                 transport the server listens on);
  *               - while a writer is open, each registered reader address (GET with an
- *                 address): the direct writer-to-reader link the writer was told to open.
+ *                 address) not held by a migration: the direct writer-to-reader link the
+ *                 writer was told to open.
  *             An address without "://" counts as transport "unknown".
  * A server older than STATS answers -EPROTO "unknown space request op 11".
+ *
+ * Migration (seed Figure 7, the hold list): kind is 1 (a reader) or 2 (a writer).
+ *   MIGRATE reader: addr = the address the reader's process registered (GET). The space
+ *             keeps that registration "held" for hold_ms under a new token: it is not given
+ *             to writers that open the pipe, re-registering it changes nothing, and the
+ *             writer (if open) gets READER_HELD, so it drains and closes its direct link and
+ *             does not connect to that address again while the hold lasts.
+ *   MIGRATE writer: handle = the PUT handle of this connection (-EBADF otherwise). The
+ *             space ends the handle but keeps the pipe's writer slot for hold_ms under the
+ *             token: a PUT meanwhile gets -EBUSY.
+ *   RESUME reader: the new side, at addr. A live hold with the token is replaced by addr
+ *             (the writer gets READER_MOVED old -> new); otherwise (expired, unknown after a
+ *             restart of the space) addr is registered as GET does (READER_JOINED).
+ *   RESUME writer: opens the pipe for writing under handle, as PUT APPEND does; a live hold
+ *             with the token lets it in, a hold with another token is -EBUSY.
+ *   Both refuse a pipe_id that is not the name's pipe any more (-ENOENT: unlinked) and
+ *   never bind a name. Holds live in the server's memory: they end at their deadline,
+ *   checked whenever the pipe is used, and with a restart of the space.
  *
  * Decoders check every length against the buffer and return -EPROTO with a message on a
  * malformed payload; decoded strings point into the payload (not NUL-terminated: use the
@@ -79,7 +108,14 @@ enum cx_space_op {
     CX_SP_FMT_GET = 9,
     CX_SP_READER_JOINED = 10, /* push */
     CX_SP_STATS = 11,
+    CX_SP_MIGRATE = 12,
+    CX_SP_READER_HELD = 13, /* push */
+    CX_SP_RESUME = 14,
+    CX_SP_READER_MOVED = 15, /* push */
 };
+
+/* MIGRATE / RESUME kinds. */
+enum cx_space_migrate_kind { CX_SP_MIG_READER = 1, CX_SP_MIG_WRITER = 2 };
 
 /* pi_create modes (seed: CREATE for new pipes, APPEND to resume writing). */
 enum cx_space_mode { CX_SP_CREATE = 1, CX_SP_APPEND = 2 };
@@ -97,13 +133,15 @@ struct cx_sp_str {
 
 struct cx_sp_request {
     uint8_t op;
-    uint8_t mode;       /* PUT */
-    uint32_t handle;    /* PUT, READ, STOP */
+    uint8_t mode;       /* PUT; MIGRATE and RESUME: the kind */
+    uint32_t handle;    /* PUT, READ, STOP, MIGRATE, RESUME */
     struct cx_sp_str name;
     struct cx_sp_str addr; /* GET: reader, PUT: writer */
     uint64_t format;    /* GET, PUT */
     uint64_t from_id;   /* READ */
-    uint64_t token;     /* FMT_GET */
+    uint64_t token;     /* FMT_GET, RESUME */
+    uint64_t pipe_id;   /* RESUME */
+    uint32_t hold_ms;   /* MIGRATE */
     const uint8_t *blob; /* FMT_PUT */
     uint32_t blob_len;
 };
@@ -130,9 +168,10 @@ struct cx_sp_reply {
     uint8_t op;
     int32_t status;
     struct cx_sp_str error; /* status < 0 */
-    struct cx_sp_pipe pipe; /* LOOKUP GET PUT READ UNLINK STATS, READER_JOINED (addrs[0]) */
+    struct cx_sp_pipe pipe; /* LOOKUP GET PUT READ UNLINK STATS MIGRATE RESUME, pushes */
     struct cx_sp_stats stats; /* STATS */
-    uint64_t token;         /* FMT_PUT */
+    uint64_t token;         /* FMT_PUT, MIGRATE */
+    uint32_t hold_ms;       /* READER_HELD */
     const uint8_t *blob;    /* FMT_GET description; LIST: the raw entries */
     uint32_t blob_len;
     uint32_t count;         /* LIST */

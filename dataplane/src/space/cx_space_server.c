@@ -57,7 +57,9 @@ struct conn {
 
 struct reader_addr {
     char addr[CX_SP_ADDR_MAX + 1];
-    struct conn *owner;
+    struct conn *owner; /* NULL while held: the migrating process's connections may go */
+    uint64_t token;     /* held (migrating, MIGRATE) until held_until, under this token */
+    double held_until;
 };
 
 struct spipe {
@@ -70,6 +72,8 @@ struct spipe {
     struct reader_addr readers[MAX_READER_ADDRS];
     int nreaders;
     int pump_due; /* segments were appended in this batch: its readers are pushed after it */
+    uint64_t writer_token; /* a migrating writer's slot is kept until writer_held_until */
+    double writer_held_until;
     struct spipe *next;
 };
 
@@ -88,6 +92,13 @@ static void logf_(struct cx_space_server *s, const char *fmt, ...)
 
 #define STAT_ADD(s, f, n) __atomic_fetch_add(&(s)->stats.f, (n), __ATOMIC_RELAXED)
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 /* ---- pipes ------------------------------------------------------------------------- */
 
 static struct spipe *pipe_find(struct cx_space_server *s, uint64_t id)
@@ -98,11 +109,26 @@ static struct spipe *pipe_find(struct cx_space_server *s, uint64_t id)
     return NULL;
 }
 
+/* Holds of migrating endpoints end at their deadline (checked whenever the pipe is used):
+ * a held reader address is forgotten, a held writer slot freed. */
+static void holds_expire(struct spipe *p)
+{
+    double now = now_ms();
+    for (int i = 0; i < p->nreaders;)
+        if (p->readers[i].token && p->readers[i].held_until <= now)
+            p->readers[i] = p->readers[--p->nreaders];
+        else
+            i++;
+    if (p->writer_token && p->writer_held_until <= now)
+        p->writer_token = 0;
+}
+
 /* The open pipe of a name-table entry, opened (created on disk) at first use. */
 static int pipe_get(struct cx_space_server *s, const struct cx_name_entry *e, struct spipe **out)
 {
     struct spipe *p = pipe_find(s, e->pipe_id);
     if (p) {
+        holds_expire(p);
         *out = p;
         return 0;
     }
@@ -374,11 +400,66 @@ static void reply_pipe(struct conn *c, uint64_t seq, uint8_t op, struct spipe *p
     pipe_fill(p, &out);
     if (with_readers) {
         for (int i = 0; i < p->nreaders; i++)
-            out.addrs[out.naddrs++] = (struct cx_sp_str){p->readers[i].addr, (uint16_t)strlen(p->readers[i].addr)};
+            if (!p->readers[i].token) /* a migrating reader is not to be connected to */
+                out.addrs[out.naddrs++] = (struct cx_sp_str){p->readers[i].addr, (uint16_t)strlen(p->readers[i].addr)};
     } else if (p->writer_addr[0] && p->writer) {
         out.addrs[out.naddrs++] = (struct cx_sp_str){p->writer_addr, (uint16_t)strlen(p->writer_addr)};
     }
     reply_info(c, seq, op, &out);
+}
+
+/* A push to the pipe's writer about its readers (Figure 6, #39-#44; Figure 7): addrs[0..n),
+ * and for READER_HELD how long the hold lasts. */
+static void push_writer(struct spipe *p, uint8_t op, const struct cx_sp_str *addrs, int n, uint32_t hold_ms)
+{
+    if (!p->writer)
+        return;
+    struct cx_sp_pipe out;
+    pipe_fill(p, &out);
+    for (int i = 0; i < n; i++)
+        out.addrs[i] = addrs[i];
+    out.naddrs = (uint16_t)n;
+    struct cx_sp_buf b = {0};
+    cx_sp_encode_reply_head(&b, op, 0, NULL);
+    cx_sp_encode_pipe(&b, &out);
+    if (op == CX_SP_READER_HELD)
+        cx_sp_buf_u32(&b, hold_ms);
+    struct cx_frame_hdr h = {.type = CX_FRAME_LOOKUP, .flags = CX_FRAME_F_REPLY,
+                             .channel = p->writer_handle};
+    if (!b.err)
+        conn_send(p->writer, &h, b.p, b.len);
+    cx_sp_buf_free(&b);
+}
+
+static struct reader_addr *reader_find(struct spipe *p, const char *addr)
+{
+    for (int i = 0; i < p->nreaders; i++)
+        if (strcmp(p->readers[i].addr, addr) == 0)
+            return &p->readers[i];
+    return NULL;
+}
+
+/* Registers a reader's address (owned by c), announcing it to the writer. A held address
+ * (its reader is migrating away) stays held: its old process is not to be streamed to. */
+static int reader_register(struct spipe *p, struct conn *c, struct cx_sp_str a)
+{
+    char addr[CX_SP_ADDR_MAX + 1];
+    if (cx_sp_str_copy(a, addr, sizeof addr) < 0)
+        return -cx_errcode();
+    struct reader_addr *r = reader_find(p, addr);
+    if (r && r->token)
+        return 0;
+    if (!r) {
+        if (p->nreaders == MAX_READER_ADDRS)
+            return cx_err_set(ENOSPC, "pipe '%s' has %d registered readers (the most)", p->name,
+                              MAX_READER_ADDRS);
+        r = &p->readers[p->nreaders++];
+        memset(r, 0, sizeof *r);
+        snprintf(r->addr, sizeof r->addr, "%s", addr);
+    }
+    r->owner = c;
+    push_writer(p, CX_SP_READER_JOINED, &a, 1, 0);
+    return 0;
 }
 
 static int do_get(struct cx_space_server *s, struct conn *c, uint64_t seq, const struct cx_sp_request *q)
@@ -388,39 +469,40 @@ static int do_get(struct cx_space_server *s, struct conn *c, uint64_t seq, const
     int rc = named_pipe(s, q, 1, name, &p);
     if (rc < 0)
         return rc;
-    if (q->addr.len) {
-        char addr[CX_SP_ADDR_MAX + 1];
-        cx_sp_str_copy(q->addr, addr, sizeof addr);
-        int known = 0;
-        for (int i = 0; i < p->nreaders; i++)
-            if (strcmp(p->readers[i].addr, addr) == 0) {
-                p->readers[i].owner = c;
-                known = 1;
-            }
-        if (!known) {
-            if (p->nreaders == MAX_READER_ADDRS)
-                return cx_err_set(ENOSPC, "pipe '%s' has %d registered readers (the most)", name,
-                                  MAX_READER_ADDRS);
-            struct reader_addr *r = &p->readers[p->nreaders++];
-            snprintf(r->addr, sizeof r->addr, "%s", addr);
-            r->owner = c;
-        }
-        if (p->writer) { /* the writer streams to known readers: tell it (Figure 6, #39-#44) */
-            struct cx_sp_pipe out;
-            pipe_fill(p, &out);
-            out.addrs[0] = q->addr;
-            out.naddrs = 1;
-            struct cx_sp_buf b = {0};
-            cx_sp_encode_reply_head(&b, CX_SP_READER_JOINED, 0, NULL);
-            cx_sp_encode_pipe(&b, &out);
-            struct cx_frame_hdr h = {.type = CX_FRAME_LOOKUP, .flags = CX_FRAME_F_REPLY,
-                                     .channel = p->writer_handle};
-            if (!b.err)
-                conn_send(p->writer, &h, b.p, b.len);
-            cx_sp_buf_free(&b);
-        }
-    }
+    if (q->addr.len && (rc = reader_register(p, c, q->addr)) < 0)
+        return rc;
     reply_pipe(c, seq, CX_SP_GET, p, 0);
+    return 0;
+}
+
+/* Opens p for writing on c under q->handle (PUT, RESUME of a writer). */
+static int writer_open(struct conn *c, uint64_t seq, uint8_t op, const struct cx_sp_request *q,
+                       struct spipe *p)
+{
+    struct handle *h = handle_add(c, q->handle);
+    if (!h)
+        return -cx_errcode();
+    h->kind = H_WRITER;
+    h->p = p;
+    p->writer = c;
+    p->writer_handle = q->handle;
+    p->writer_token = 0;
+    cx_sp_str_copy(q->addr, p->writer_addr, sizeof p->writer_addr);
+    reply_pipe(c, seq, op, p, 1);
+    return 0;
+}
+
+/* The one writer: -EBUSY while another connection writes p or a migrating writer's slot is
+ * kept (token: the migrating writer's own, which may take it). */
+static int writer_free(struct cx_space_server *s, struct conn *c, struct spipe *p, uint64_t token)
+{
+    if (p->writer && p->writer != c && conn_hung_up(p->writer))
+        conn_free(s, p->writer); /* a crashed writer whose close we had not read yet */
+    if (p->writer && p->writer != c)
+        return cx_err_set(EBUSY, "pipe '%s' has a writer already (single writer per pipe)", p->name);
+    if (p->writer_token && p->writer_token != token)
+        return cx_err_set(EBUSY, "pipe '%s' has a writer migrating (its place is kept %.0f ms more)",
+                          p->name, p->writer_held_until - now_ms());
     return 0;
 }
 
@@ -433,25 +515,106 @@ static int do_put(struct cx_space_server *s, struct conn *c, uint64_t seq, const
         return rc;
     struct cx_seg_stat st;
     cx_segstore_stat(p->seg, &st);
-    if (p->writer && p->writer != c && conn_hung_up(p->writer))
-        conn_free(s, p->writer); /* a crashed writer whose close we had not read yet */
-    if (p->writer && p->writer != c)
-        return cx_err_set(EBUSY, "pipe '%s' has a writer already (single writer per pipe)", name);
+    if ((rc = writer_free(s, c, p, 0)) < 0)
+        return rc;
     if (q->mode == CX_SP_CREATE && (st.last_id > 0 || st.ended))
         return cx_err_set(EEXIST, "pipe '%s' exists with %" PRIu64 " segments%s: open it with "
                           "APPEND to resume writing, or unlink it first", name, st.last_id,
                           st.ended ? " and is closed" : "");
     /* a writer may declare another format than the binding's: segments carry their own
      * tokens and readers convert, so this is not an error */
-    struct handle *h = handle_add(c, q->handle);
-    if (!h)
-        return -cx_errcode();
-    h->kind = H_WRITER;
-    h->p = p;
-    p->writer = c;
-    p->writer_handle = q->handle;
-    cx_sp_str_copy(q->addr, p->writer_addr, sizeof p->writer_addr);
-    reply_pipe(c, seq, CX_SP_PUT, p, 1);
+    return writer_open(c, seq, CX_SP_PUT, q, p);
+}
+
+/* MIGRATE (cx_space_proto.h): an endpoint leaves for another address; its place is held. */
+static int do_migrate(struct cx_space_server *s, struct conn *c, uint64_t seq, const struct cx_sp_request *q)
+{
+    char name[CX_SPACE_NAME_MAX + 1];
+    struct spipe *p;
+    int rc = named_pipe(s, q, 0, name, &p);
+    if (rc < 0)
+        return rc;
+    uint32_t hold = q->hold_ms ? q->hold_ms : 10000;
+    uint64_t token = ++s->next_token ? s->next_token : ++s->next_token; /* never 0 */
+    if (q->mode == CX_SP_MIG_WRITER) {
+        struct handle *h = handle_find(c, q->handle);
+        if (!h || h->kind != H_WRITER || h->p != p || p->writer != c)
+            return cx_err_set(EBADF, "handle %u does not write pipe '%s' on this connection", q->handle, name);
+        handle_drop(c, h);
+        p->writer_token = token;
+        p->writer_held_until = now_ms() + hold;
+    } else {
+        char addr[CX_SP_ADDR_MAX + 1];
+        if (!q->addr.len || cx_sp_str_copy(q->addr, addr, sizeof addr) < 0)
+            return cx_err_set(EINVAL, "MIGRATE of a reader of '%s' without its address", name);
+        struct reader_addr *r = reader_find(p, addr);
+        if (!r) { /* not registered (a restarted space): held all the same */
+            if (p->nreaders == MAX_READER_ADDRS)
+                return cx_err_set(ENOSPC, "pipe '%s' has %d registered readers (the most)", name,
+                                  MAX_READER_ADDRS);
+            r = &p->readers[p->nreaders++];
+            memset(r, 0, sizeof *r);
+            snprintf(r->addr, sizeof r->addr, "%s", addr);
+        }
+        r->owner = NULL;
+        r->token = token;
+        r->held_until = now_ms() + hold;
+        push_writer(p, CX_SP_READER_HELD, &q->addr, 1, hold);
+    }
+    struct cx_sp_pipe out;
+    pipe_fill(p, &out);
+    struct cx_sp_buf b = {0};
+    cx_sp_encode_reply_head(&b, CX_SP_MIGRATE, 0, NULL);
+    cx_sp_encode_pipe(&b, &out);
+    cx_sp_buf_u64(&b, token);
+    reply(c, CX_FRAME_LOOKUP, seq, &b);
+    cx_sp_buf_free(&b);
+    return 0;
+}
+
+/* RESUME (cx_space_proto.h): the migrated endpoint at its new address. */
+static int do_resume(struct cx_space_server *s, struct conn *c, uint64_t seq, const struct cx_sp_request *q)
+{
+    char name[CX_SPACE_NAME_MAX + 1];
+    struct cx_name_entry e;
+    int rc = named(s, q, 0, name, &e);
+    if (rc == 0 && e.pipe_id != q->pipe_id)
+        rc = cx_err_set(ENOENT, "pipe '%s' was unlinked (the name now names another pipe)", name);
+    struct spipe *p;
+    if (rc < 0 || (rc = pipe_get(s, &e, &p)) < 0)
+        return rc;
+    if (q->mode == CX_SP_MIG_WRITER) {
+        if ((rc = writer_free(s, c, p, q->token)) < 0)
+            return rc;
+        return writer_open(c, seq, CX_SP_RESUME, q, p);
+    }
+    char addr[CX_SP_ADDR_MAX + 1];
+    if (!q->addr.len || cx_sp_str_copy(q->addr, addr, sizeof addr) < 0)
+        return cx_err_set(EINVAL, "RESUME of a reader of '%s' without its new address", name);
+    int held = -1;
+    for (int i = 0; i < p->nreaders && q->token; i++)
+        if (p->readers[i].token == q->token)
+            held = i;
+    if (held < 0) { /* the hold ended (or the space restarted): an attach as any other */
+        if ((rc = reader_register(p, c, q->addr)) < 0)
+            return rc;
+        reply_pipe(c, seq, CX_SP_RESUME, p, 0);
+        return 0;
+    }
+    char old[CX_SP_ADDR_MAX + 1];
+    snprintf(old, sizeof old, "%s", p->readers[held].addr);
+    p->readers[held] = p->readers[--p->nreaders]; /* the hold ends: old -> new */
+    struct reader_addr *r = reader_find(p, addr);
+    if (!r) { /* a slot is free: the held one was just removed */
+        r = &p->readers[p->nreaders++];
+        memset(r, 0, sizeof *r);
+        snprintf(r->addr, sizeof r->addr, "%s", addr);
+    }
+    r->token = 0;
+    r->owner = c;
+    struct cx_sp_str moved[2] = {{old, (uint16_t)strlen(old)}, q->addr};
+    push_writer(p, CX_SP_READER_MOVED, moved, 2, 0);
+    reply_pipe(c, seq, CX_SP_RESUME, p, 0);
     return 0;
 }
 
@@ -566,6 +729,8 @@ static int do_stats(struct cx_space_server *s, struct conn *c, uint64_t seq, con
                 stats_link(&st, mine, strlen(mine));
             }
     for (int i = 0; p->writer && i < p->nreaders; i++) {
+        if (p->readers[i].token)
+            continue; /* held: its writer does not stream to it */
         const char *a = p->readers[i].addr, *sep = strstr(a, "://");
         if (sep)
             stats_link(&st, a, (size_t)(sep - a));
@@ -643,6 +808,8 @@ static void on_request(struct conn *c, const struct cx_frame_hdr *h, const void 
         case CX_SP_UNLINK: rc = do_unlink(s, c, h->seq, &q); break;
         case CX_SP_LIST: rc = do_list(s, c, h->seq); break;
         case CX_SP_STATS: rc = do_stats(s, c, h->seq, &q); break;
+        case CX_SP_MIGRATE: rc = do_migrate(s, c, h->seq, &q); break;
+        case CX_SP_RESUME: rc = do_resume(s, c, h->seq, &q); break;
         case CX_SP_FMT_PUT:
         case CX_SP_FMT_GET: rc = do_format(s, c, h->seq, &q); break;
         case CX_SP_STOP: {
@@ -869,6 +1036,9 @@ int cx_space_server_start(const struct cx_space_server_opts *o, struct cx_space_
      * (conn_poll); an ack still means "on disk" */
     s->opts.pipe.defer_sync = s->opts.pipe.fsync == CX_SEG_FSYNC_EVERY;
     s->timer_fd = s->udp_fd = s->udp_stop_fd = -1;
+    struct timespec seed;
+    clock_gettime(CLOCK_REALTIME, &seed); /* tokens of a restarted space differ from its past ones */
+    s->next_token = ((uint64_t)seed.tv_nsec << 32) ^ (uint64_t)seed.tv_sec ^ ((uint64_t)getpid() << 16);
     int rc;
     if (mkdir(o->dir, 0755) != 0 && errno != EEXIST) {
         rc = cx_err_set(errno, "space server: mkdir %s: %s", o->dir, strerror(errno));

@@ -29,6 +29,7 @@ struct cx_space_server {
     void *scratch;       /* engine thread's segment buffer */
     size_t scratch_cap;
     int timer_fd;
+    uint64_t next_token; /* migration tokens (engine thread only): random start, then +1 */
     /* UDP lookups */
     char udp_addr[64];
     int udp_fd;

@@ -456,4 +456,86 @@ CX_TEST(server_killed_acked_segments_survive)
     tmpdir_remove(dir);
 }
 
+/* The next push for a writer handle (up to 2 s). */
+static int next_event(struct cx_space_client *c, uint32_t h, struct cx_space_event *ev)
+{
+    for (int i = 0; i < 2000; i++) {
+        if (cx_space_next_event(c, h, ev) == 1)
+            return 1;
+        usleep(1000);
+    }
+    return 0;
+}
+
+/* MIGRATE and RESUME (the hold list, seed Figure 7) at the protocol level: a held reader is
+ * announced to the writer, kept from writers that open the pipe, and moved; a migrating
+ * writer's slot is kept for its token; holds end by time. */
+CX_TEST(migrate_holds_readers_and_writer_slots)
+{
+    char dir[64];
+    CX_CHECK(tmpdir_make(dir));
+    struct cx_space_server *s = start(dir, CX_SEG_FSYNC_NONE);
+    CX_CHECK(s);
+    const char *sa = cx_space_server_addr(s);
+    struct cx_space_client *w, *r, *o, *n;
+    CX_CHECK_EQ_INT(cx_space_connect(sa, &w), 0);
+    CX_CHECK_EQ_INT(cx_space_connect(sa, &r), 0);
+    CX_CHECK_EQ_INT(cx_space_connect(sa, &o), 0);
+    CX_CHECK_EQ_INT(cx_space_connect(sa, &n), 0);
+    struct cx_space_pipe_info info, in2;
+    struct cx_space_event ev;
+    uint32_t wh, wh2;
+    uint64_t rtok, wtok;
+    CX_CHECK_EQ_INT(cx_space_get(r, "p", 0, "tcp://10.0.0.1:1", &info), 0);
+    CX_CHECK_EQ_INT(cx_space_put(w, "p", CX_SP_CREATE, 0, "", &wh, &info), 0);
+    CX_CHECK_EQ_INT(info.naddrs, 1);
+    CX_CHECK_EQ_INT(write_range(w, wh, 1, 50), 0);
+    CX_CHECK_EQ_INT(cx_space_wait_acked(w, wh, 50, 10000), 0);
+    /* the reader migrates: the writer is told to hold it */
+    CX_CHECK_EQ_INT(cx_space_migrate(r, CX_SP_MIG_READER, 0, "p", "tcp://10.0.0.1:1", 5000, &rtok, &info), 0);
+    CX_CHECK(rtok != 0 && info.last_id == 50 && info.writer_open);
+    CX_CHECK_EQ_INT(next_event(w, wh, &ev), 1);
+    CX_CHECK(ev.op == CX_SP_READER_HELD && ev.hold_ms == 5000);
+    CX_CHECK_STR(ev.addr, "tcp://10.0.0.1:1");
+    cx_space_disconnect(r); /* the old process goes: the hold stays */
+    CX_CHECK_EQ_INT(cx_space_get(o, "p", 0, "tcp://10.0.0.1:1", &info), 0); /* no news: held */
+    /* the writer migrates too: a wrong handle is refused, then its slot is kept */
+    CX_CHECK_EQ_INT(cx_space_migrate(w, CX_SP_MIG_WRITER, wh + 7, "p", "", 5000, &wtok, &info), -EBADF);
+    CX_CHECK_EQ_INT(cx_space_migrate(w, CX_SP_MIG_WRITER, wh, "p", "", 5000, &wtok, &info), 0);
+    CX_CHECK(wtok != 0 && wtok != rtok && !info.writer_open);
+    CX_CHECK_EQ_INT(cx_space_put(o, "p", CX_SP_APPEND, 0, "", &wh2, &info), -EBUSY);
+    CX_CHECK(strstr(cx_errmsg(), "migrating"));
+    CX_CHECK_EQ_INT(cx_space_resume(o, CX_SP_MIG_WRITER, "p", "", info.pipe_id, wtok + 1, &wh2, &in2), -EBUSY);
+    CX_CHECK_EQ_INT(cx_space_resume(o, CX_SP_MIG_WRITER, "p", "", info.pipe_id + 1, wtok, &wh2, &in2), -ENOENT);
+    CX_CHECK_EQ_INT(cx_space_resume(o, CX_SP_MIG_WRITER, "p", "", info.pipe_id, wtok, &wh2, &in2), 0);
+    CX_CHECK(in2.last_id == 50 && in2.writer_open);
+    CX_CHECK_EQ_INT(in2.naddrs, 0); /* the held reader is not to be connected to */
+    CX_CHECK_EQ_INT(write_range(o, wh2, 51, 60), 0);
+    CX_CHECK_EQ_INT(cx_space_wait_acked(o, wh2, 60, 10000), 0);
+    /* the reader reappears: the (new) writer learns old -> new */
+    CX_CHECK_EQ_INT(cx_space_resume(n, CX_SP_MIG_READER, "p", "tcp://10.0.0.2:2", info.pipe_id, rtok, NULL, &in2), 0);
+    CX_CHECK_EQ_INT(next_event(o, wh2, &ev), 1);
+    CX_CHECK_EQ_INT(ev.op, CX_SP_READER_MOVED);
+    CX_CHECK_STR(ev.addr, "tcp://10.0.0.1:1");
+    CX_CHECK_STR(ev.addr2, "tcp://10.0.0.2:2");
+    /* a hold that ends by time: a late RESUME is an attach (JOINED, not MOVED) */
+    CX_CHECK_EQ_INT(cx_space_migrate(n, CX_SP_MIG_READER, 0, "p", "tcp://10.0.0.2:2", 100, &rtok, &info), 0);
+    CX_CHECK_EQ_INT(next_event(o, wh2, &ev), 1);
+    CX_CHECK_EQ_INT(ev.op, CX_SP_READER_HELD);
+    usleep(200000);
+    CX_CHECK_EQ_INT(cx_space_resume(n, CX_SP_MIG_READER, "p", "tcp://10.0.0.3:3", info.pipe_id, rtok, NULL, &in2), 0);
+    CX_CHECK_EQ_INT(next_event(o, wh2, &ev), 1);
+    CX_CHECK_EQ_INT(ev.op, CX_SP_READER_JOINED);
+    CX_CHECK_STR(ev.addr, "tcp://10.0.0.3:3");
+    /* bad requests */
+    CX_CHECK_EQ_INT(cx_space_migrate(n, CX_SP_MIG_READER, 0, "nope", "tcp://x:1", 100, &rtok, &info), -ENOENT);
+    CX_CHECK_EQ_INT(cx_space_migrate(n, CX_SP_MIG_READER, 0, "p", "", 100, &rtok, &info), -EINVAL);
+    CX_CHECK_EQ_INT(cx_space_migrate(n, 7, 0, "p", "tcp://x:1", 100, &rtok, &info), -EPROTO); /* unknown kind */
+    cx_space_disconnect(w);
+    cx_space_disconnect(o);
+    cx_space_disconnect(n);
+    cx_space_server_stop(s);
+    tmpdir_remove(dir);
+}
+
 CX_TEST_MAIN()
