@@ -174,6 +174,20 @@ int pi_reader_open(const char *name, int s, const struct pi_resume *resume);
 /* Direct links from writers carrying pipe_id into this process (g_pi.mu held). */
 int pi_rt_inbound_links(uint64_t pipe_id);
 
+/* The migration blob (cx_pipe_migrate.c; its layout is described there). */
+struct pi_blob {
+    uint8_t kind, flags; /* kind: CX_SP_MIG_READER or CX_SP_MIG_WRITER */
+    char name[128];
+    uint64_t pipe_id, pos, space_had, token;
+};
+/* Bytes the blob of a pipe named name takes. */
+size_t pi_blob_size(const char *name);
+/* Writes b into out (pi_blob_size(b->name) bytes); returns that size. */
+size_t pi_blob_encode(const struct pi_blob *b, uint8_t *out);
+/* Reads a blob another process handed over: 0, or -EINVAL (truncated, not a blob, wrong
+ * version, kind or name) / -EBADMSG (checksum) with a message. Reads only len bytes. */
+int pi_blob_decode(const void *in, size_t len, struct pi_blob *b);
+
 /* Typed segments (cx_pipe_seg.c). */
 long pi_seg_encode(const void *events, size_t n, const struct cx_format *t, uint8_t **out,
                    uint64_t *token);

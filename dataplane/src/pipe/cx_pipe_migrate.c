@@ -31,12 +31,6 @@
 #define HOLD_DEFAULT_MS 10000
 #define DRAIN_MS 1000 /* how long a migrating reader waits for its writer's link to close */
 
-struct blob {
-    uint8_t kind, flags;
-    char name[128];
-    uint64_t pipe_id, pos, space_had, token;
-};
-
 /* ---- the blob ---------------------------------------------------------------------- */
 
 static void put64(uint8_t *p, uint64_t v)
@@ -53,9 +47,9 @@ static uint64_t get64(const uint8_t *p)
     return v;
 }
 
-static size_t blob_size(const char *name) { return BLOB_HEAD + strlen(name) + 4; }
+size_t pi_blob_size(const char *name) { return BLOB_HEAD + strlen(name) + 4; }
 
-static size_t blob_encode(const struct blob *b, uint8_t *out)
+size_t pi_blob_encode(const struct pi_blob *b, uint8_t *out)
 {
     size_t n = strlen(b->name);
     uint32_t magic = BLOB_MAGIC;
@@ -76,7 +70,7 @@ static size_t blob_encode(const struct blob *b, uint8_t *out)
     return BLOB_HEAD + n + 4;
 }
 
-static int blob_decode(const void *in, size_t len, struct blob *b)
+int pi_blob_decode(const void *in, size_t len, struct pi_blob *b)
 {
     const uint8_t *p = in;
     if (!in || len < BLOB_HEAD + 4)
@@ -86,6 +80,9 @@ static int blob_decode(const void *in, size_t len, struct blob *b)
     if (magic != BLOB_MAGIC)
         return cx_err_set(EINVAL, "not a pipe migration blob (magic 0x%08x)", magic);
     size_t n = p[7];
+    if (n >= sizeof b->name)
+        return cx_err_set(EINVAL, "migration blob names a pipe of %zu bytes (at most %zu)", n,
+                          sizeof b->name - 1);
     if (len != BLOB_HEAD + n + 4)
         return cx_err_set(EINVAL, "migration blob of %zu bytes, its name says %zu%s", len, BLOB_HEAD + n + 4,
                           len < BLOB_HEAD + n + 4 ? " (truncated)" : "");
@@ -101,6 +98,8 @@ static int blob_decode(const void *in, size_t len, struct blob *b)
     b->flags = p[6];
     if (b->kind != CX_SP_MIG_READER && b->kind != CX_SP_MIG_WRITER)
         return cx_err_set(EINVAL, "migration blob of kind %u (1 reader, 2 writer)", b->kind);
+    if (memchr(p + BLOB_HEAD, 0, n))
+        return cx_err_set(EINVAL, "migration blob: the pipe's name holds a NUL byte");
     memcpy(b->name, p + BLOB_HEAD, n);
     b->name[n] = 0;
     b->pipe_id = get64(p + 8);
@@ -233,7 +232,7 @@ int pi_writer_stats(int d, struct pi_writer_stats *out)
 static long reader_out(int d, struct pi_reader *r, uint32_t hold_ms, uint8_t *out)
 {
     pthread_mutex_lock(&g_pi.mu);
-    struct blob b = {.kind = CX_SP_MIG_READER, .pipe_id = r->pipe_id, .pos = cx_pipe_buf_tell(r->buf)};
+    struct pi_blob b = {.kind = CX_SP_MIG_READER, .pipe_id = r->pipe_id, .pos = cx_pipe_buf_tell(r->buf)};
     snprintf(b.name, sizeof b.name, "%s", r->name);
     int s = r->space, others = 0;
     char my_addr[160];
@@ -268,7 +267,7 @@ static long reader_out(int d, struct pi_reader *r, uint32_t hold_ms, uint8_t *ou
     g_pi.desc[d] = (struct pi_desc){0};
     pthread_mutex_unlock(&g_pi.mu);
     pi_reader_free(r);
-    return (long)blob_encode(&b, out);
+    return (long)pi_blob_encode(&b, out);
 }
 
 /* Corking on or off for every socket of the writer: off while it migrates, so the space's
@@ -292,7 +291,7 @@ static long writer_out(int d, struct pi_writer *w, uint32_t hold_ms, uint8_t *ou
     pthread_mutex_lock(&g_pi.mu);
     int timeout = g_pi.spaces[w->space].opts.timeout_ms;
     pthread_mutex_unlock(&g_pi.mu);
-    struct blob b = {.kind = CX_SP_MIG_WRITER, .pipe_id = w->pipe_id, .pos = w->last,
+    struct pi_blob b = {.kind = CX_SP_MIG_WRITER, .pipe_id = w->pipe_id, .pos = w->last,
                      .space_had = w->space_had, .flags = w->space_ended ? 1 : 0};
     snprintf(b.name, sizeof b.name, "%s", w->name);
     /* nothing unacknowledged may be left behind: the new side cannot resend it */
@@ -314,7 +313,7 @@ static long writer_out(int d, struct pi_writer *w, uint32_t hold_ms, uint8_t *ou
     g_pi.desc[d] = (struct pi_desc){0};
     pthread_mutex_unlock(&g_pi.mu);
     pi_writer_free(w);
-    return (long)blob_encode(&b, out);
+    return (long)pi_blob_encode(&b, out);
 }
 
 long pi_migrate_out(int d, int hold_ms, void *blob, size_t cap)
@@ -329,9 +328,9 @@ long pi_migrate_out(int d, int hold_ms, void *blob, size_t cap)
     int rc = 0;
     if (!r && !w)
         rc = cx_err_set(EBADF, "%d is not an open pipe", d);
-    else if (!blob || cap < blob_size(name))
+    else if (!blob || cap < pi_blob_size(name))
         rc = cx_err_set(EMSGSIZE, "pi_migrate_out: the blob needs %zu bytes, the buffer has %zu",
-                        blob_size(name), blob ? cap : 0);
+                        pi_blob_size(name), blob ? cap : 0);
     if (rc == 0)
         g_pi.desc[d].kind = -1; /* reserved: no other call, no in-bound service meanwhile */
     pthread_mutex_unlock(&g_pi.mu);
@@ -350,7 +349,7 @@ long pi_migrate_out(int d, int hold_ms, void *blob, size_t cap)
 
 /* ---- in ------------------------------------------------------------------------------ */
 
-static int writer_in(const struct blob *b, int s)
+static int writer_in(const struct pi_blob *b, int s)
 {
     pthread_mutex_lock(&g_pi.mu);
     struct pi_space *sp = pi_space_get(s);
@@ -415,8 +414,8 @@ error:
 
 int pi_migrate_in(const void *blob, size_t len, int s)
 {
-    struct blob b;
-    int rc = blob_decode(blob, len, &b);
+    struct pi_blob b;
+    int rc = pi_blob_decode(blob, len, &b);
     if (rc < 0)
         return pi_fail(cx_err_wrap(rc, "pi_migrate_in"));
     if (b.kind == CX_SP_MIG_READER) {
