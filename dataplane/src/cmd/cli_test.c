@@ -75,6 +75,27 @@ CX_TEST(cli_against_a_space)
     CX_CHECK(strstr(out, "temps"));
     CX_CHECK_EQ_INT(run(out, sizeof out, "--space %s stat temps", addr), 0);
     CX_CHECK(strstr(out, "segments  3 (positions 0..2)") && strstr(out, "closed"));
+    /* ended, but the client that wrote it is still connected: its link counts */
+    CX_CHECK(strstr(out, "readers   0\n") && strstr(out, "links     tcp=1\n"));
+    /* bytes stored: the 3 segments and their record headers, as the space's STATS says */
+    struct cx_space_pipe_stats st;
+    CX_CHECK_EQ_INT(cx_space_stats(c, "temps", NULL, &st), 0);
+    char want[64];
+    snprintf(want, sizeof want, "bytes     %llu\n", (unsigned long long)st.bytes);
+    CX_CHECK(st.segments == 3 && st.bytes > 3 * 12 && strstr(out, want));
+    /* a pipe in use: its writer's connection and a registered reader's direct link */
+    uint32_t w2;
+    CX_CHECK_EQ_INT(cx_space_put(c, "live", CX_SP_CREATE, 0, "", &w2, &info), 0);
+    CX_CHECK_EQ_INT(cx_space_get(c, "live", 0, "tcp://127.0.0.1:9", &info), 0);
+    CX_CHECK_EQ_INT(run(out, sizeof out, "--space %s links live", addr), 0);
+    CX_CHECK(strstr(out, "TRANSPORT  LINKS\ntcp        2\n"));
+    CX_CHECK_EQ_INT(run(out, sizeof out, "--space %s links nosuch", addr), 1);
+    CX_CHECK(strstr(out, "conflux: nosuch:"));
+    CX_CHECK_EQ_INT(run(out, sizeof out, "links --sidecar 127.0.0.1:1"), 1);
+    CX_CHECK(strstr(out, "conflux: 127.0.0.1:1:") && strstr(out, "refused"));
+    CX_CHECK_EQ_INT(run(out, sizeof out, "links --sidecar nocolon"), 1);
+    CX_CHECK(strstr(out, "give HOST:PORT"));
+    CX_CHECK_EQ_INT(run(out, sizeof out, "--sidecar 127.0.0.1:1 ls"), 2);
     CX_CHECK_EQ_INT(run(out, sizeof out, "cat temps --space %s --json --from 1", addr), 0);
     CX_CHECK(!strstr(out, "\"sensor\":0") && strstr(out, "\"sensor\":1") && strstr(out, "\"kelvin\":272.5"));
     CX_CHECK_EQ_INT(run(out, sizeof out, "--space %s lookup temps", addr), 0);

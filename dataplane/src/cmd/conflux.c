@@ -1,7 +1,11 @@
 /* conflux: the command-line tool for spaces, pipes and channels.
  *
  *   conflux [--space ADDR] ls                      pipe names in the space
- *   conflux [--space ADDR] stat NAME               a pipe: id, format, segments, writer
+ *   conflux [--space ADDR] stat NAME               a pipe: id, format, segments, writer,
+ *                                                  readers, bytes stored, links in use
+ *   conflux [--space ADDR] links NAME              a pipe's links in use, per transport
+ *   conflux links --sidecar HOST:PORT              the link each channel of a pod uses
+ *                                                  (its sidecar's /metrics)
  *   conflux [--space ADDR] cat NAME [--from N] [--follow] [--json]
  *                                                  a pipe's segments from position N
  *   conflux [--space ADDR] lookup NAME [--udp]     one name-table lookup (and its time)
@@ -18,6 +22,7 @@
 #include "common/cx_error.h"
 #include "format/cx_format_registry.h"
 #include "format/cx_reflect.h"
+#include "sidecar/cx_sc_scrape.h"
 #include "space/cx_space_client.h"
 
 #include <getopt.h>
@@ -31,7 +36,8 @@
 
 static const char usage[] =
     "usage: conflux [--space ADDR] ls | stat NAME | cat NAME [--from N] [--follow] [--json] |\n"
-    "               lookup NAME [--udp] | unlink NAME\n"
+    "               lookup NAME [--udp] | unlink NAME | links NAME\n"
+    "       conflux links --sidecar HOST:PORT\n"
     "       conflux tail CHANNEL_ID [--count N] [--filter EXPR]\n"
     "ADDR: the space server (default $CONFLUX_SPACE or tcp://127.0.0.1:7400)\n";
 
@@ -152,8 +158,62 @@ static int cmd_tail(const char *id, long count, const char *filter)
     return 0;
 }
 
+static void print_link(void *arg, const char *channel, const char *link)
+{
+    (void)arg;
+    printf("%-8s %s\n", link, channel);
+}
+
+/* The links a pod's channels use, as its sidecar reports them. */
+static int cmd_links_sidecar(const char *hostport)
+{
+    printf("%-8s %s\n", "LINK", "CHANNEL");
+    int n = cx_sc_scrape_links(hostport, 5000, print_link, NULL);
+    if (n < 0)
+        return fail(hostport);
+    if (n == 0)
+        printf("(no channel open in this pod)\n");
+    return 0;
+}
+
+/* A pipe's use as the space sees it; a server older than STATS gets the lookup only. */
+static int cmd_stat(struct cx_space_client *cl, const char *name, int links_only)
+{
+    struct cx_space_pipe_info info;
+    struct cx_space_pipe_stats st;
+    int rc = cx_space_stats(cl, name, &info, &st);
+    int have_stats = rc == 0;
+    if (rc == -EPROTO && !links_only)
+        rc = cx_space_lookup(cl, name, &info);
+    if (rc < 0)
+        return fail(name);
+    if (links_only) {
+        printf("%-10s %s\n", "TRANSPORT", "LINKS");
+        for (int i = 0; i < st.nlinks; i++)
+            printf("%-10s %" PRIu32 "\n", st.links[i].transport, st.links[i].count);
+        if (st.nlinks == 0)
+            printf("(none: no writer or reader has the pipe open)\n");
+        return 0;
+    }
+    printf("name      %s\npipe      %" PRIu64 "\nformat    %016" PRIx64 "\n", name, info.pipe_id, info.format);
+    if (info.last_id || info.ended || info.writer_open)
+        printf("segments  %" PRIu64 " (positions %" PRIu64 "..%" PRIu64 ")\nwriter    %s\n",
+               info.last_id >= info.first_id ? info.last_id - info.first_id + 1 : 0,
+               info.first_id ? info.first_id - 1 : 0, info.last_id ? info.last_id - 1 : 0,
+               info.ended ? "closed" : info.writer_open ? (info.naddrs ? info.addrs[0] : "open") : "none");
+    else
+        printf("segments  (pipe not opened since the space started)\n");
+    if (have_stats) {
+        printf("readers   %" PRIu32 "\nbytes     %" PRIu64 "\nlinks    ", st.readers, st.bytes);
+        for (int i = 0; i < st.nlinks; i++)
+            printf(" %s=%" PRIu32, st.links[i].transport, st.links[i].count);
+        printf("%s\n", st.nlinks ? "" : " none");
+    }
+    return 0;
+}
+
 struct cli {
-    const char *space, *filter;
+    const char *space, *filter, *sidecar;
     uint64_t from;
     long count;
     int follow, json, udp;
@@ -168,6 +228,7 @@ static int parse_opts(int argc, char **argv, const char *optstring, struct cli *
         {"follow", no_argument, 0, 'F'},      {"json", no_argument, 0, 'j'},
         {"udp", no_argument, 0, 'u'},         {"count", required_argument, 0, 'n'},
         {"filter", required_argument, 0, 'x'}, {"help", no_argument, 0, 'h'},
+        {"sidecar", required_argument, 0, 'S'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, optstring, opts, NULL)) != -1) {
@@ -186,6 +247,7 @@ static int parse_opts(int argc, char **argv, const char *optstring, struct cli *
         case 'u': o->udp = 1; break;
         case 'n': o->count = strtol(optarg, NULL, 10); break;
         case 'x': o->filter = optarg; break;
+        case 'S': o->sidecar = optarg; break;
         case 'h': fputs(usage, stdout); return 1;
         default: fputs(usage, stderr); return 2;
         }
@@ -213,6 +275,12 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *space = o.space ? o.space : "tcp://127.0.0.1:7400";
+    if (o.sidecar && (strcmp(cmd, "links") != 0 || arg)) {
+        fprintf(stderr, "conflux: --sidecar goes with 'links' alone\n\n%s", usage);
+        return 2;
+    }
+    if (o.sidecar)
+        return cmd_links_sidecar(o.sidecar);
     if (strcmp(cmd, "ls") != 0 && !arg) {
         fprintf(stderr, "conflux: %s needs a name\n\n%s", cmd, usage);
         return 2;
@@ -229,7 +297,7 @@ int main(int argc, char **argv)
                now_us() - t0);
         return 0;
     }
-    static const char *const known[] = {"ls", "stat", "cat", "lookup", "unlink"};
+    static const char *const known[] = {"ls", "stat", "cat", "lookup", "unlink", "links"};
     int ok = 0;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         ok |= strcmp(cmd, known[i]) == 0;
@@ -245,23 +313,15 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "ls") == 0) {
         if (cx_space_list(cl, print_list, NULL) < 0)
             rc = fail("ls");
-    } else if (strcmp(cmd, "stat") == 0 || strcmp(cmd, "lookup") == 0) {
+    } else if (strcmp(cmd, "stat") == 0 || strcmp(cmd, "links") == 0) {
+        rc = cmd_stat(cl, arg, cmd[0] == 'l');
+    } else if (strcmp(cmd, "lookup") == 0) {
         double t0 = now_us();
-        if (cx_space_lookup(cl, arg, &info) < 0) {
+        if (cx_space_lookup(cl, arg, &info) < 0)
             rc = fail(arg);
-        } else if (cmd[0] == 'l') {
+        else
             printf("%s: pipe %" PRIu64 " format %016" PRIx64 " (TCP, %.0f us)\n", arg, info.pipe_id, info.format,
                    now_us() - t0);
-        } else {
-            printf("name      %s\npipe      %" PRIu64 "\nformat    %016" PRIx64 "\n", arg, info.pipe_id, info.format);
-            if (info.last_id || info.ended || info.writer_open)
-                printf("segments  %" PRIu64 " (positions %" PRIu64 "..%" PRIu64 ")\nwriter    %s\n",
-                       info.last_id >= info.first_id ? info.last_id - info.first_id + 1 : 0,
-                       info.first_id ? info.first_id - 1 : 0, info.last_id ? info.last_id - 1 : 0,
-                       info.ended ? "closed" : info.writer_open ? (info.naddrs ? info.addrs[0] : "open") : "none");
-            else
-                printf("segments  (pipe not opened since the space started)\n");
-        }
     } else if (strcmp(cmd, "cat") == 0) {
         rc = cmd_cat(cl, arg, o.from, o.follow, o.json);
     } else {

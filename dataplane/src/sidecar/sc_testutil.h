@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,28 @@ static inline int proc_stop(struct proc *p, int sig)
     waitpid(p->pid, &st, 0);
     p->pid = 0;
     return -1;
+}
+
+#define CONFLUX_CLI "build/bin/conflux"
+
+/* Runs the conflux CLI with args (stderr into out too); returns its exit status. */
+static inline int run_cli(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline int run_cli(char *out, size_t cap, const char *fmt, ...)
+{
+    char cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = snprintf(cmd, sizeof cmd, "%s ", CONFLUX_CLI);
+    vsnprintf(cmd + n, sizeof cmd - (size_t)n, fmt, ap);
+    va_end(ap);
+    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t got = fread(out, 1, cap - 1, p);
+    out[got] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /* Reads what is left on fd (after the process ended) into buf. */

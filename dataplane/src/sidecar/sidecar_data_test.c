@@ -357,10 +357,21 @@ CX_TEST(channel_events_through_two_sidecars)
     int rc = wait_child(snk, 60);
     static char body[1 << 20];
     int code = http_get(E.http_a, "/metrics", body, sizeof body);
+    /* `conflux links --sidecar` shows the same link for the source's open channel */
+    char want[600] = "", cli[2048] = "", chan[512] = "", link[32] = "";
+    const char *lp = strstr(body, "conflux_channel_link{channel=\"");
+    if (lp && sscanf(lp, "conflux_channel_link{channel=\"%511[^\"]\",link=\"%31[^\"]\"", chan, link) == 2)
+        snprintf(want, sizeof want, "%-8s %s\n", link, chan);
+    int cli_rc = run_cli(cli, sizeof cli, "links --sidecar %s", E.http_a);
     CX_CHECK(write(gop[1], "g", 1) == 1);
     CX_CHECK_EQ_INT(wait_child(src, 30), 0);
     CX_CHECK_EQ_INT(rc, 0);
     CX_CHECK_EQ_INT(code, 200);
+    CX_CHECK(want[0] != 0);
+    CX_CHECK_EQ_INT(cli_rc, 0);
+    if (!strstr(cli, want))
+        fprintf(stderr, "  conflux links printed:\n%s  wanted the line: %s", cli, want);
+    CX_CHECK(strstr(cli, want) != NULL);
     /* the source's sidecar counted them on its channel, over tcp */
     const char *p = strstr(body, "conflux_channel_events_submitted_total{channel=\"cx1:tcp://");
     CX_CHECK(p && strstr(p, "link=\"tcp\"} 2000\n"));

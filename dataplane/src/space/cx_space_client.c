@@ -324,6 +324,40 @@ int cx_space_unlink(struct cx_space_client *c, const char *name, struct cx_space
     return LOCKED(c, name_call(c, CX_SP_UNLINK, name, 0, NULL, out));
 }
 
+static int stats_locked(struct cx_space_client *c, const char *name, struct cx_space_pipe_info *info,
+                        struct cx_space_pipe_stats *out)
+{
+    struct cx_sp_request q = {.op = CX_SP_STATS, .name = S(name)};
+    struct cx_sp_reply r;
+    int rc = call(c, CX_FRAME_LOOKUP, &q, &r, CX_SPACE_TIMEOUT_MS);
+    if (rc < 0)
+        return rc;
+    if (info)
+        info_from(&r.pipe, info);
+    memset(out, 0, sizeof *out);
+    out->readers = r.stats.readers;
+    out->bytes = r.stats.bytes;
+    out->segments = r.stats.segments;
+    for (uint16_t i = 0; i < r.stats.nlinks && i < CX_SP_MAX_LINKS; i++) {
+        /* a transport name too long for the struct is cut, never refused: it is a label */
+        size_t n = r.stats.links[i].transport.len;
+        if (n >= sizeof out->links[0].transport)
+            n = sizeof out->links[0].transport - 1;
+        memcpy(out->links[out->nlinks].transport, r.stats.links[i].transport.p, n);
+        out->links[out->nlinks].transport[n] = 0;
+        out->links[out->nlinks++].count = r.stats.links[i].count;
+    }
+    return 0;
+}
+
+int cx_space_stats(struct cx_space_client *c, const char *name, struct cx_space_pipe_info *info,
+                   struct cx_space_pipe_stats *out)
+{
+    if (!out)
+        return cx_err_set(EINVAL, "cx_space_stats: no result struct");
+    return LOCKED(c, stats_locked(c, name, info, out));
+}
+
 static long list_locked(struct cx_space_client *c,
                         void (*fn)(void *, const char *, uint64_t, uint64_t), void *arg)
 {

@@ -52,6 +52,20 @@ int cx_space_lookup(struct cx_space_client *c, const char *name, struct cx_space
 int cx_space_get(struct cx_space_client *c, const char *name, uint64_t format,
                  const char *reader_addr, struct cx_space_pipe_info *out);
 int cx_space_unlink(struct cx_space_client *c, const char *name, struct cx_space_pipe_info *out);
+/* What the space knows of a pipe's use (the STATS request, cx_space_proto.h): READ streams
+ * open, bytes and segments stored, and links in use per transport ("tcp", "shm", ...).
+ * -ENOENT when unbound; -EPROTO from a server older than STATS. */
+struct cx_space_pipe_stats {
+    uint32_t readers;
+    uint64_t bytes, segments;
+    int nlinks;
+    struct {
+        char transport[32];
+        uint32_t count;
+    } links[CX_SP_MAX_LINKS];
+};
+int cx_space_stats(struct cx_space_client *c, const char *name, struct cx_space_pipe_info *info,
+                   struct cx_space_pipe_stats *out);
 /* Calls fn for every binding; returns how many there are. */
 long cx_space_list(struct cx_space_client *c,
                    void (*fn)(void *arg, const char *name, uint64_t pipe_id, uint64_t format),
