@@ -10,33 +10,14 @@
 #include "format/cx_format_registry.h"
 #include "space/cx_space_client.h"
 #include "space/cx_space_server.h"
+#include "sidecar/sc_testutil.h" /* run_cli */
 #include "space/space_testutil.h"
 
 #include <pthread.h>
 #include <stdarg.h>
 #include <sys/wait.h>
 
-#define CLI "build/bin/conflux"
-
-/* Runs the CLI with args; returns its exit status and its stdout+stderr in out. */
-static int run(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int run(char *out, size_t cap, const char *fmt, ...)
-{
-    char cmd[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = snprintf(cmd, sizeof cmd, "%s ", CLI);
-    vsnprintf(cmd + n, sizeof cmd - (size_t)n, fmt, ap);
-    va_end(ap);
-    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    size_t got = fread(out, 1, cap - 1, p);
-    out[got] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#define CLI CONFLUX_CLI
 
 CX_TEST(cli_against_a_space)
 {
@@ -71,9 +52,9 @@ CX_TEST(cli_against_a_space)
     cx_format_free(f);
 
     char out[8192];
-    CX_CHECK_EQ_INT(run(out, sizeof out, "--space %s ls", addr), 0);
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "--space %s ls", addr), 0);
     CX_CHECK(strstr(out, "temps"));
-    CX_CHECK_EQ_INT(run(out, sizeof out, "--space %s stat temps", addr), 0);
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "--space %s stat temps", addr), 0);
     CX_CHECK(strstr(out, "segments  3 (positions 0..2)") && strstr(out, "closed"));
     /* ended, but the client that wrote it is still connected: its link counts */
     CX_CHECK(strstr(out, "readers   0\n") && strstr(out, "links     tcp=1\n"));
@@ -87,34 +68,34 @@ CX_TEST(cli_against_a_space)
     uint32_t w2;
     CX_CHECK_EQ_INT(cx_space_put(c, "live", CX_SP_CREATE, 0, "", &w2, &info), 0);
     CX_CHECK_EQ_INT(cx_space_get(c, "live", 0, "tcp://127.0.0.1:9", &info), 0);
-    CX_CHECK_EQ_INT(run(out, sizeof out, "--space %s links live", addr), 0);
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "--space %s links live", addr), 0);
     CX_CHECK(strstr(out, "TRANSPORT  LINKS\ntcp        2\n"));
-    CX_CHECK_EQ_INT(run(out, sizeof out, "--space %s links nosuch", addr), 1);
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "--space %s links nosuch", addr), 1);
     CX_CHECK(strstr(out, "conflux: nosuch:"));
-    CX_CHECK_EQ_INT(run(out, sizeof out, "links --sidecar 127.0.0.1:1"), 1);
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "links --sidecar 127.0.0.1:1"), 1);
     CX_CHECK(strstr(out, "conflux: 127.0.0.1:1:") && strstr(out, "refused"));
-    CX_CHECK_EQ_INT(run(out, sizeof out, "links --sidecar nocolon"), 1);
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "links --sidecar nocolon"), 1);
     CX_CHECK(strstr(out, "give HOST:PORT"));
-    CX_CHECK_EQ_INT(run(out, sizeof out, "--sidecar 127.0.0.1:1 ls"), 2);
-    CX_CHECK_EQ_INT(run(out, sizeof out, "cat temps --space %s --json --from 1", addr), 0);
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "--sidecar 127.0.0.1:1 ls"), 2);
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "cat temps --space %s --json --from 1", addr), 0);
     CX_CHECK(!strstr(out, "\"sensor\":0") && strstr(out, "\"sensor\":1") && strstr(out, "\"kelvin\":272.5"));
-    CX_CHECK_EQ_INT(run(out, sizeof out, "--space %s lookup temps", addr), 0);
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "--space %s lookup temps", addr), 0);
     CX_CHECK(strstr(out, "(TCP,"));
-    CX_CHECK_EQ_INT(run(out, sizeof out, "--space %s lookup temps --udp", addr), 0);
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "--space %s lookup temps --udp", addr), 0);
     CX_CHECK(strstr(out, "(UDP,"));
     /* errors: a clear message and exit 1; bad usage exit 2 */
-    CX_CHECK_EQ_INT(run(out, sizeof out, "--space %s cat nosuch", addr), 1);
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "--space %s cat nosuch", addr), 1);
     CX_CHECK(strstr(out, "conflux: nosuch:"));
-    CX_CHECK_EQ_INT(run(out, sizeof out, "--space %s frobnicate x", addr), 2);
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "--space %s frobnicate x", addr), 2);
     CX_CHECK(strstr(out, "unknown command"));
-    CX_CHECK_EQ_INT(run(out, sizeof out, "--space %s cat temps --from=abc", addr), 2);
-    CX_CHECK_EQ_INT(run(out, sizeof out, "--space tcp://127.0.0.1:9 ls"), 1);
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "--space %s cat temps --from=abc", addr), 2);
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "--space tcp://127.0.0.1:9 ls"), 1);
     CX_CHECK(strstr(out, "refused") || strstr(out, "ECONNREFUSED") || strstr(out, "onnection"));
-    CX_CHECK_EQ_INT(run(out, sizeof out, "--space %s unlink temps", addr), 1); /* still open */
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "--space %s unlink temps", addr), 1); /* still open */
     CX_CHECK(strstr(out, "open for writing"));
     CX_CHECK_EQ_INT(cx_space_stop(c, w), 0);
-    CX_CHECK_EQ_INT(run(out, sizeof out, "--space %s unlink temps", addr), 0);
-    CX_CHECK_EQ_INT(run(out, sizeof out, "--space %s stat temps", addr), 1);
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "--space %s unlink temps", addr), 0);
+    CX_CHECK_EQ_INT(run_cli(out, sizeof out, "--space %s stat temps", addr), 1);
     cx_space_disconnect(c);
     cx_space_server_stop(s);
     tmpdir_remove(dir);
@@ -128,7 +109,7 @@ struct tail_run {
 static void *tail_thread(void *arg)
 {
     struct tail_run *t = arg;
-    t->status = run(t->out, sizeof t->out, "%s", t->cmd);
+    t->status = run_cli(t->out, sizeof t->out, "%s", t->cmd);
     __atomic_store_n(&t->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
