@@ -158,6 +158,12 @@ void pi_writer_free(struct pi_writer *w);
  * returns 1 when something still waits (call again within a millisecond). */
 int pi_writer_flush(struct pi_writer *w, double min_ms);
 
+/* A new writer of name on space s (pi_create, pi_migrate_in): reserves a descriptor and
+ * makes the writer, not yet on the space (the space's address in addr). Returns the
+ * descriptor, or -EBADF / -ENOMEM. pi_writer_abort undoes it (w may be NULL). */
+int pi_writer_begin(const char *name, int s, char *addr, size_t cap, struct pi_writer **out);
+void pi_writer_abort(int d, struct pi_writer *w);
+
 /* The writer's direct links (cx_pipe_writer.c), for the hold list: connect to a reader's
  * address (replacing a link to the same address); close one link. */
 void pi_writer_direct_add(struct pi_writer *w, const char *addr);

@@ -351,34 +351,13 @@ long pi_migrate_out(int d, int hold_ms, void *blob, size_t cap)
 
 static int writer_in(const struct pi_blob *b, int s)
 {
-    pthread_mutex_lock(&g_pi.mu);
-    struct pi_space *sp = pi_space_get(s);
-    int d = sp ? pi_desc_alloc() : -EBADF;
-    if (d >= 0)
-        g_pi.desc[d].kind = -1; /* reserved */
     char addr[160];
-    uint32_t window = sp ? sp->opts.window : 0;
-    if (sp)
-        snprintf(addr, sizeof addr, "%s", sp->addr);
-    pthread_mutex_unlock(&g_pi.mu);
+    struct pi_writer *w;
+    int d = pi_writer_begin(b->name, s, addr, sizeof addr, &w);
     if (d < 0)
         return d;
     struct cx_space_pipe_info info;
     int rc;
-    struct pi_writer *w = calloc(1, sizeof *w);
-    if (!w) {
-        rc = cx_err_set(ENOMEM, "pipe writer");
-        goto error;
-    }
-    snprintf(w->name, sizeof w->name, "%s", b->name);
-    pthread_mutex_init(&w->cork_mu, NULL);
-    w->corked = 1;
-    w->space = s;
-    w->window = window;
-    if (!(w->ret = calloc(window, sizeof *w->ret))) {
-        rc = cx_err_set(ENOMEM, "pipe writer");
-        goto error;
-    }
     if ((rc = cx_space_connect(addr, &w->c)) < 0 ||
         (rc = cx_space_resume(w->c, CX_SP_MIG_WRITER, b->name, "", b->pipe_id, b->token, &w->handle, &info)) < 0)
         goto error;
@@ -404,11 +383,7 @@ static int writer_in(const struct pi_blob *b, int s)
     pthread_mutex_unlock(&g_pi.mu);
     return d;
 error:
-    if (w)
-        pi_writer_free(w);
-    pthread_mutex_lock(&g_pi.mu);
-    g_pi.desc[d].kind = PI_FREE;
-    pthread_mutex_unlock(&g_pi.mu);
+    pi_writer_abort(d, w);
     return rc;
 }
 

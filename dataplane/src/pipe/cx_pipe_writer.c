@@ -158,6 +158,49 @@ static int open_on_space(struct pi_writer *w, const char *addr, int mode, struct
     return rc;
 }
 
+int pi_writer_begin(const char *name, int s, char *addr, size_t cap, struct pi_writer **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&g_pi.mu);
+    struct pi_space *sp = pi_space_get(s);
+    int d = sp ? pi_desc_alloc() : -EBADF;
+    if (d >= 0)
+        g_pi.desc[d].kind = -1; /* reserved */
+    uint32_t window = sp ? sp->opts.window : 0;
+    if (sp)
+        snprintf(addr, cap, "%s", sp->addr);
+    pthread_mutex_unlock(&g_pi.mu);
+    if (d < 0)
+        return d;
+    struct pi_writer *w = calloc(1, sizeof *w);
+    if (w) {
+        snprintf(w->name, sizeof w->name, "%s", name);
+        pthread_mutex_init(&w->cork_mu, NULL);
+        w->corked = 1;
+        w->space = s;
+        w->window = window;
+        if (!(w->ret = calloc(window, sizeof *w->ret))) {
+            pi_writer_free(w);
+            w = NULL;
+        }
+    }
+    if (!w) {
+        pi_writer_abort(d, NULL);
+        return cx_err_set(ENOMEM, "pipe writer");
+    }
+    *out = w;
+    return d;
+}
+
+void pi_writer_abort(int d, struct pi_writer *w)
+{
+    if (w)
+        pi_writer_free(w);
+    pthread_mutex_lock(&g_pi.mu);
+    g_pi.desc[d].kind = PI_FREE;
+    pthread_mutex_unlock(&g_pi.mu);
+}
+
 int pi_create(const char *name, int s, int mode)
 {
     int rc0 = pi_name_check(name, "pi_create");
@@ -165,37 +208,16 @@ int pi_create(const char *name, int s, int mode)
         return pi_fail(rc0);
     if (mode != PI_CREATE && mode != PI_APPEND)
         return pi_fail(cx_err_set(EINVAL, "pi_create mode %d (PI_CREATE or PI_APPEND)", mode));
-    pthread_mutex_lock(&g_pi.mu);
-    struct pi_space *sp = pi_space_get(s);
-    int d = sp ? pi_desc_alloc() : -EBADF;
-    if (d >= 0)
-        g_pi.desc[d].kind = -1; /* reserved */
     char addr[160];
-    uint32_t window = sp ? sp->opts.window : 0;
-    if (sp)
-        snprintf(addr, sizeof addr, "%s", sp->addr);
-    pthread_mutex_unlock(&g_pi.mu);
+    struct pi_writer *w;
+    int d = pi_writer_begin(name, s, addr, sizeof addr, &w);
     if (d < 0)
-        return pi_fail(d);
-    struct pi_writer *w = calloc(1, sizeof *w);
+        return pi_fail(cx_err_wrap(d, "pi_create '%s'", name));
     struct cx_space_pipe_info info;
-    int rc = w ? 0 : cx_err_set(ENOMEM, "pipe writer");
-    if (w) {
-        snprintf(w->name, sizeof w->name, "%s", name);
-        pthread_mutex_init(&w->cork_mu, NULL);
-        w->corked = 1;
-        w->space = s;
-        w->window = window;
-        w->ret = calloc(window, sizeof *w->ret);
-        rc = w->ret ? open_on_space(w, addr, mode, &info) : cx_err_set(ENOMEM, "pipe writer");
-    }
+    int rc = open_on_space(w, addr, mode, &info);
     if (rc < 0) {
         rc = cx_err_wrap(rc, "pi_create '%s'", name);
-        if (w)
-            pi_writer_free(w);
-        pthread_mutex_lock(&g_pi.mu);
-        g_pi.desc[d].kind = PI_FREE;
-        pthread_mutex_unlock(&g_pi.mu);
+        pi_writer_abort(d, w);
         return pi_fail(rc);
     }
     w->pipe_id = info.pipe_id;
