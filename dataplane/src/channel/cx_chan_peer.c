@@ -49,6 +49,7 @@ int chan_peer_add(struct cx_chan_ctx *ctx, struct cx_link *raw, const char *addr
     pthread_mutex_init(&p->lock, &a);
     pthread_mutexattr_destroy(&a);
     p->ctx = ctx;
+    p->kind = raw->ops->name;
     p->link = cx_mux_link(p->mux);
     p->engine_id = -1;
     if (addr)
@@ -76,7 +77,7 @@ int chan_peer_get(struct cx_chan_ctx *ctx, const char *addr, struct chan_peer **
     if (strlen(addr) >= CHAN_ADDR_MAX)
         return cx_err_set(EINVAL, "channel: address '%.40s...' is too long", addr);
     struct cx_link *raw;
-    int rc = cx_connect(addr, &raw);
+    int rc = chan_link_dial(ctx, addr, &raw);
     if (rc < 0)
         return cx_err_wrap(rc, "channel: cannot reach %s", addr);
     pthread_mutex_lock(&ctx->lock);
