@@ -107,6 +107,13 @@ int chan_request(struct cx_chan_ctx *ctx, const char *addr, struct chan_ctrl *m,
 static int kick_poll(void *arg, int budget)
 {
     struct cx_chan_ctx *ctx = arg;
+    /* Polled every round while traffic flows: without a kick or local events there is
+     * nothing to do, and no lock or system call is spent finding that out (whoever sets
+     * them does so under ctx->lock and then kicks, so a racy miss is caught next round). */
+    if (!__atomic_load_n(&ctx->kicked, __ATOMIC_ACQUIRE) &&
+        !__atomic_load_n(&ctx->local_pending, __ATOMIC_ACQUIRE) &&
+        !__atomic_load_n(&ctx->need_connect, __ATOMIC_ACQUIRE))
+        return 0;
     uint64_t v;
     ssize_t r = read(ctx->kickfd, &v, sizeof v);
     (void)r;
@@ -217,15 +224,16 @@ int cx_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **ou
         goto fail;
     struct cx_engine_source ks = {.name = "channel", .poll = kick_poll, .arm = kick_arm,
                                   .ctx = ctx, .fd = ctx->kickfd, .cost = 1};
+    /* listeners: rarely busy, and an empty accept allocates a socket: polled seldom */
     struct cx_engine_source ls = {.name = "channel-listener", .poll = chan_listen_poll,
                                   .ctx = &ctx->lsn, .fd = ctx->lsn.ops->listener_fd(ctx->lsn.l),
-                                  .cost = 8};
+                                  .cost = 64};
     if ((rc = cx_engine_add(ctx->eng, &ks)) < 0 || (rc = cx_engine_add(ctx->eng, &ls)) < 0)
         goto fail;
     if (ctx->shm.ops) {
         struct cx_engine_source ss = {.name = "channel-shm-listener", .poll = chan_listen_poll,
                                       .ctx = &ctx->shm, .fd = ctx->shm.ops->listener_fd(ctx->shm.l),
-                                      .cost = 8};
+                                      .cost = 64};
         if ((rc = cx_engine_add(ctx->eng, &ss)) < 0)
             goto fail;
     }

@@ -169,6 +169,8 @@ int chan_peer_send_event(struct chan_peer *p, const struct cx_frame_hdr *h,
 static void sync_mux(struct chan_peer *p)
 {
     struct cx_chan_ctx *ctx = p->ctx;
+    if (__atomic_load_n(&p->synced, __ATOMIC_ACQUIRE) == __atomic_load_n(&ctx->ep_gen, __ATOMIC_ACQUIRE))
+        return; /* the common case, without the runtime lock (ep_gen moves under it) */
     pthread_mutex_lock(&ctx->lock);
     if (p->synced != ctx->ep_gen) {
         if (p->nmch < ctx->neps) {
@@ -243,8 +245,9 @@ static int peer_poll(void *arg, int budget)
         chan_cur_peer = NULL;
         if (rc < 0)
             p->failed = rc;
-        else
-            rc += chan_peer_flush(p);
+        else if (__atomic_load_n(&p->out, __ATOMIC_ACQUIRE) ||
+                 __atomic_load_n(&p->queued, __ATOMIC_ACQUIRE))
+            rc += chan_peer_flush(p); /* a miss here is caught: who queues also kicks */
     }
     pthread_mutex_unlock(&p->lock);
     chan_thread_ctx = NULL;

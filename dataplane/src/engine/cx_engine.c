@@ -309,18 +309,21 @@ int cx_engine_drive(struct cx_engine *e, int64_t timeout_ns)
     if (__atomic_load_n(&e->in_epoll, __ATOMIC_SEQ_CST))
         cx_engine_wake(e); /* the engine thread leaves epoll and parks */
     int work = 0;
+    unsigned spins = 0;
     for (;;) {
         if ((work = cx_engine_do_work(e)) != 0)
             break;
-        now = cx_idle_now_ns();
-        if (now >= end || __atomic_load_n(&e->stop, __ATOMIC_ACQUIRE))
-            break;
-        if (now < spin_end) {
+        if (now < spin_end && (++spins & 15)) { /* the clock costs more than a round here */
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
 #endif
             continue;
         }
+        now = cx_idle_now_ns();
+        if (now >= end || __atomic_load_n(&e->stop, __ATOMIC_ACQUIRE))
+            break;
+        if (now < spin_end)
+            continue;
         int r = block_ns(e, end == UINT64_MAX ? -1 : (int64_t)(end - now));
         if (r > 0) { /* an fd or a wake fired: one round, then the caller checks */
             work = cx_engine_do_work(e);
