@@ -119,6 +119,8 @@ struct cx_chan_sink {
     int closer;                /* a thread waits in close for busy to reach 0 */
     uint8_t *scratch;          /* conversion output */
     size_t scap;
+    uint64_t last_token;       /* the format of the last event (handler thread only) */
+    const struct cx_format *last_fmt;
     char err[CHAN_ERR_MAX];
 };
 

@@ -304,7 +304,7 @@ int cx_engine_drive(struct cx_engine *e, int64_t timeout_ns)
         return cx_err_set(EDEADLK, "engine: cx_engine_drive from the engine's own round");
     uint64_t now = cx_idle_now_ns();
     uint64_t end = timeout_ns < 0 ? UINT64_MAX : now + (uint64_t)timeout_ns;
-    uint64_t spin_end = now + e->ist.spin_ns;
+    uint64_t start = now, spin_end = now + e->ist.spin_ns;
     __atomic_add_fetch(&e->drivers, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&e->in_epoll, __ATOMIC_SEQ_CST))
         cx_engine_wake(e); /* the engine thread leaves epoll and parks */
@@ -322,8 +322,11 @@ int cx_engine_drive(struct cx_engine *e, int64_t timeout_ns)
         now = cx_idle_now_ns();
         if (now >= end || __atomic_load_n(&e->stop, __ATOMIC_ACQUIRE))
             break;
-        if (now < spin_end)
+        if (now < spin_end) {
+            if (e->ist.spin_ns > CX_IDLE_SPIN_NS && now - start >= CX_IDLE_YIELD_AFTER_NS)
+                sched_yield(); /* a long spin shares the core every 16 rounds (cx_idle.h) */
             continue;
+        }
         int r = block_ns(e, end == UINT64_MAX ? -1 : (int64_t)(end - now));
         if (r > 0) { /* an fd or a wake fired: one round, then the caller checks */
             work = cx_engine_do_work(e);

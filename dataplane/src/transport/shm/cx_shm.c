@@ -162,7 +162,7 @@ static int shm_make(int sock, int memfd, int my_efd, int peer_efd, uint64_t ring
         goto error;
     }
     s->maplen = 2 * CX_RING_CTL_SIZE + 2 * ring;
-    s->map = mmap(NULL, s->maplen, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    s->map = mmap(NULL, s->maplen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
     if (s->map == MAP_FAILED) {
         rc = cx_err_set(errno, "shm: mmap of %zu bytes: %s", s->maplen, strerror(errno));
         s->map = NULL;
@@ -473,7 +473,8 @@ static int shm_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
     if (s->failed == -EPROTO || s->failed == -ENOMEM)
         return cx_err_set(-s->failed, "shm: corrupt record from peer");
     if (work == 0) {
-        if (s->failed || ((++s->empty_polls & 255) == 0 && peer_gone(s))) {
+        /* a system call: rarely while spinning (a blocked engine sees the socket's hang-up) */
+        if (s->failed || ((++s->empty_polls & 4095) == 0 && peer_gone(s))) {
             if (!cx_spsc_ring_empty(&s->rx))
                 return 0;
             return cx_err_set(ECONNRESET, "shm: peer closed the link");
