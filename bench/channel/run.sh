@@ -101,7 +101,8 @@ run_peers() {
   # conflux_peer.c: one process forks the sink; the same sizes and method (bench_common.h).
   if [ -x "$b/conflux_peer" ]; then
     echo "running conflux ..." >&2
-    timeout "$tmo" "$b/conflux_peer" "${opts[@]}" >>"$J" 2>"$tmp/conflux.log" ||
+    # --bind: source and sink on their own cores, as mpirun binds its two ranks by default
+    timeout "$tmo" "$b/conflux_peer" --bind "${opts[@]}" >>"$J" 2>"$tmp/conflux.log" ||
       { cat "$tmp/conflux.log" >&2; skip conflux "failed, see above"; }
   else
     skip conflux "not built (make -C bench/channel)"
