@@ -298,7 +298,7 @@ static int submit(struct cx_chan_source *s, const void *event, struct sub *u, in
             u->release(u->rarg, u->owned);
         return cx_err_wrap(rc, "channel %s: submit", ch->id);
     }
-    long long deadline = timeout_ms < 0 ? -1 : chan_now_ms() + timeout_ms;
+    long long deadline = -2; /* read the clock only if this submit has to wait */
     char small[64], *pass = small;
     int counted = 0;
     pthread_mutex_lock(&ctx->lock);
@@ -329,6 +329,8 @@ static int submit(struct cx_chan_source *s, const void *event, struct sub *u, in
                             full->local ? full->sink->ep->tag : full->tag, full->q.cap);
             break;
         }
+        if (deadline == -2)
+            deadline = timeout_ms < 0 ? -1 : chan_now_ms() + timeout_ms;
         if (chan_wait(ctx, deadline) < 0) {
             rc = cx_err_set(ETIMEDOUT, "channel %s: no room in the queue of sink %s within %d ms",
                             ch->id, full->local ? ctx->addr : full->addr, timeout_ms);
