@@ -809,6 +809,9 @@ CX_TEST(sink_killed_mid_stream_is_removed_and_sources_go_on)
     struct result res;
     CK(get(kids[1].rd, &res, sizeof res, 15000) == sizeof res);
     put_str(kids[1].wr, "bye");
+    if (res.n != N || res.bad || res.gaps)
+        fprintf(stderr, "  surviving sink: %ld events, %ld bad, %ld gaps, last %llu\n", res.n,
+                res.bad, res.gaps, (unsigned long long)res.last);
     CK(res.n == N && res.bad == 0 && res.gaps == 0);
     CK(reap(&kids[0], 5000) == 100 + SIGKILL);
     CK(reap(&kids[1], 5000) == 0);

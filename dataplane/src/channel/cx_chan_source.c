@@ -255,6 +255,10 @@ static void deliver_remote(struct sub *u, struct chan_dest *d)
             if (chan_peer_send_event(p, &h, fmt, e->iov, e->iovcnt) == 0)
                 count_sent(ch, e->length);
             sent = 1; /* or the link broke: the sink goes with it */
+            /* The link kept what did not fit (a full ring or socket): only the progress
+             * thread flushes it, and it may be asleep with an empty queue armed. */
+            if (!chan_on_progress_thread(ch->ctx) && cx_link_pending(p->link))
+                chan_kick(ch->ctx);
         }
         pthread_mutex_unlock(&p->lock);
         if (sent)
