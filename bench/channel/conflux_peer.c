@@ -1,16 +1,21 @@
 /* Conflux event-channel peer for the event-channel benchmark (bench_common.h for the
  * method, the same as every other peer here).
  *
- *   conflux_peer [--quick | --lat-n N --bw-bytes N --size N]
+ *   conflux_peer [--quick | --lat-n N --bw-bytes N --size N] [--bind]
+ *
+ * --bind: the source process on CPU 0, the sink on CPU 1 (what mpirun does for two ranks by
+ * default, --bind-to core), so the two waiting threads never share a core.
  *
  * One process forks the sink process, then: the source creates two typed, reliable channels
  * ("ping": source here -> sink there; "pong": back), the sink opens both. Events go source
- * to sink directly over the channel runtime's links (TCP on loopback here), in the sender's
+ * to sink directly over the channel runtime's link (shared memory between two processes
+ * of one host; tcp with CONFLUX_CHAN_SHM=0; printed as {"link":..}), in the sender's
  * native layout (the payload is a variable array: sent from the caller's memory, no copy
  * when the link is free). Each side's waiting thread drives the runtime's progress
  * (cx_chan_ctx_drive): events reach it without a hand-off between threads. Latency: an 'E'
  * event of `size` bytes echoed back at the same size. Bandwidth: windows of BENCH_WINDOW 'B' events, each window acked with a small 'A'.
  */
+#define _GNU_SOURCE
 #include "bench_common.h"
 
 #include "channel/cx_chan.h"
@@ -18,6 +23,7 @@
 #include "format/cx_format.h"
 #include "format/cx_format_registry.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -51,6 +57,15 @@ static void die(const char *what)
 {
     fprintf(stderr, "conflux_peer: %s: %s\n", what, cx_errmsg());
     exit(1);
+}
+
+static void bind_cpu(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu % (int)sysconf(_SC_NPROCESSORS_ONLN), &set);
+    if (sched_setaffinity(0, sizeof set, &set) < 0)
+        fprintf(stderr, "conflux_peer: cannot bind to CPU %d: %s\n", cpu, strerror(errno));
 }
 
 /* ---- the sink process -------------------------------------------------------------- */
@@ -129,13 +144,14 @@ static struct cx_chan_ctx *g_ctx;
 static void wait_count(volatile long *c, long want, const char *what)
 {
     double t0 = bench_now_us();
+    unsigned spins = 0;
     while (__atomic_load_n(c, __ATOMIC_ACQUIRE) < want) {
         /* the waiting thread runs the progress itself: the reply's handler runs here */
         if (cx_chan_ctx_drive(g_ctx, 100000) < 0) {
             fprintf(stderr, "conflux_peer: drive: %s\n", cx_errmsg());
             exit(1);
         }
-        if (bench_now_us() - t0 > TIMEOUT_US) {
+        if ((++spins & 1023) == 0 && bench_now_us() - t0 > TIMEOUT_US) {
             fprintf(stderr, "conflux_peer: no %s after 30 s (%ld of %ld)\n", what, *c, want);
             exit(1);
         }
@@ -154,6 +170,13 @@ static void submit(struct cx_chan_source *src, const struct ev *e)
 int main(int argc, char **argv)
 {
     struct bench_opts o;
+    int bind = 0;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--bind") == 0) { /* ours; bench_parse knows the rest */
+            bind = 1;
+            memmove(argv + i, argv + i + 1, (size_t)(argc - i) * sizeof *argv);
+            argc--, i--;
+        }
     if (bench_parse(argc, argv, 1, &o) < 0)
         return 2;
     int p[2];
@@ -162,10 +185,14 @@ int main(int argc, char **argv)
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (bind)
+            bind_cpu(1);
         close(p[1]);
         _exit(run_sink(p[0]));
     }
     close(p[0]);
+    if (bind)
+        bind_cpu(0);
     const struct cx_format *F = ev_format();
     struct cx_chan_ctx *ctx;
     struct cx_chan *ping, *pong;
@@ -187,6 +214,15 @@ int main(int argc, char **argv)
     if (cx_chan_wait_members(ping, 1, 1, 10000) < 0 || cx_chan_wait_members(pong, 1, 1, 10000) < 0)
         die("waiting for the sink process");
     unsigned char *buf = bench_buffer();
+    /* the link the runtime chose to the sink's process (shm on one host), after one echo */
+    struct ev probe = {.kind = 'E', .n = 1, .data = buf};
+    submit(src, &probe);
+    wait_count(&g_echoes, 1, "first echo");
+    struct cx_chan_stats cs;
+    cx_chan_stats(ping, &cs);
+    const char *spin = getenv("CONFLUX_SPIN_US");
+    printf("{\"peer\":\"conflux\",\"link\":\"%s\",\"spin_us\":%s}\n",
+           cs.shm_sinks ? "shm" : cs.net_sinks ? "tcp" : "?", spin && *spin ? spin : "20");
     for (int i = 0; i < BENCH_NSIZES; i++) {
         size_t size = bench_sizes[i];
         if (o.only && o.only != size)

@@ -355,14 +355,15 @@ CX_TEST(fanout_one_source_to_three_processes_and_a_local_sink)
         CK(get(kids[i].rd, &res[i], sizeof res[i], 15000) == sizeof res[i]);
     long long ms = now_ms() - t0;
     CK(rec_wait(&loc, N, 5000) == N && loc.bad == 0 && loc.gaps == 0);
+    struct cx_chan_stats st;
+    cx_chan_stats(ch, &st); /* before the goodbyes: a sink that left has no link any more */
     for (int i = 0; i < 3; i++) {
         CK(res[i].n == N && res[i].bad == 0 && res[i].gaps == 0 && res[i].misorder == 0);
         put_str(kids[i].wr, "bye");
     }
-    struct cx_chan_stats st;
-    cx_chan_stats(ch, &st);
     CK(st.sent == 3 * (uint64_t)N && st.delivered == (uint64_t)N && st.dropped == 0);
-    fprintf(stderr, "  fan-out: %ld events x 3 processes + 1 local sink in %lld ms "
+    CK(st.shm_sinks == 3 && st.net_sinks == 0); /* three processes on this host: shm links */
+    fprintf(stderr, "  fan-out: %ld events x 3 processes (shm) + 1 local sink in %lld ms "
                     "(%.0f events/s delivered)\n", N, ms, 4.0 * N * 1000 / (ms ? ms : 1));
     for (int i = 0; i < 3; i++)
         CK(reap(&kids[i], 5000) == 0);
@@ -769,6 +770,14 @@ CX_TEST(sink_killed_mid_stream_is_removed_and_sources_go_on)
     for (int i = 0; i < 2; i++)
         CK(put_str(kids[i].wr, cx_chan_id(ch)) == 0 && kid_ready(&kids[i]));
     CK(cx_chan_wait_members(ch, 1, 2, 5000) == 0);
+    struct cx_chan_stats st;
+    for (int i = 0; i < 300; i++) { /* the source links to its sinks on the progress thread */
+        cx_chan_stats(ch, &st);
+        if (st.shm_sinks == 2)
+            break;
+        usleep(10000);
+    }
+    CK(st.shm_sinks == 2 && st.net_sinks == 0); /* the kill is noticed on an shm link */
     struct killer kl = {kids[0].pid, 500};
     pthread_t th;
     CK(pthread_create(&th, NULL, kill_later, &kl) == 0);
@@ -788,7 +797,6 @@ CX_TEST(sink_killed_mid_stream_is_removed_and_sources_go_on)
     CK(rc == 0);
     long long ms = now_ms() - t0;
     CK(cx_chan_wait_members(ch, 1, 1, 0) == 0);
-    struct cx_chan_stats st;
     for (int i = 0; i < 300; i++) { /* the crash is seen when the link breaks */
         cx_chan_stats(ch, &st);
         if (st.sinks == 1)
@@ -797,10 +805,13 @@ CX_TEST(sink_killed_mid_stream_is_removed_and_sources_go_on)
     }
     fprintf(stderr, "  killed sink: %ld events in %lld ms, longest submit %lld ms, "
                     "sinks %u, removed %u\n", N, ms, worst, st.sinks, st.removed);
-    CK(st.sinks == 1 && st.removed == 1);
+    CK(st.sinks == 1 && st.removed == 1 && st.shm_sinks == 1);
     struct result res;
     CK(get(kids[1].rd, &res, sizeof res, 15000) == sizeof res);
     put_str(kids[1].wr, "bye");
+    if (res.n != N || res.bad || res.gaps)
+        fprintf(stderr, "  surviving sink: %ld events, %ld bad, %ld gaps, last %llu\n", res.n,
+                res.bad, res.gaps, (unsigned long long)res.last);
     CK(res.n == N && res.bad == 0 && res.gaps == 0);
     CK(reap(&kids[0], 5000) == 100 + SIGKILL);
     CK(reap(&kids[1], 5000) == 0);
@@ -1090,10 +1101,95 @@ static int ns_contact_child(struct kid *k, void *arg)
         if (cx_chan_submit_wait(s, &e, 5000) < 0)
             KID_FAIL(5, "submit");
     }
+    struct cx_chan_stats st;
+    cx_chan_stats(ch, &st);
+    put(k->wr, &st, sizeof st); /* the parent checks which link reached the other namespace */
     char bye[8];
     get_str(k->rd, bye, sizeof bye, 15000);
     cx_chan_ctx_destroy(ctx);
     return 0;
+}
+
+/* Two processes on this host: the link is shm, observable per peer and in the stats; a
+ * runtime made with tcp_only (in this process) reaches the same source over tcp; both get
+ * every event in order. */
+static int addr_child(struct kid *k, void *arg)
+{
+    (void)arg;
+    struct cx_chan_ctx *ctx;
+    char id[256];
+    struct rec r;
+    rec_init(&r, REC_RD2);
+    struct cx_chan *ch;
+    struct cx_chan_sink *snk;
+    if (cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &ctx) < 0)
+        KID_FAIL(3, "ctx");
+    put_str(k->wr, cx_chan_ctx_addr(ctx));
+    if (get_str(k->rd, id, sizeof id, 10000) < 0 || cx_chan_open(ctx, id, 5000, &ch) < 0 ||
+        cx_chan_sink(ch, &(struct cx_chan_sink_opts){.format = reg(rd2_d)}, on_rec, &r, &snk) < 0)
+        KID_FAIL(4, "open and sink");
+    put_str(k->wr, "ready");
+    rec_wait(&r, 2000, 15000);
+    struct result res;
+    rec_result(&r, &res);
+    put(k->wr, &res, sizeof res);
+    char bye[8];
+    get_str(k->rd, bye, sizeof bye, 15000);
+    cx_chan_ctx_destroy(ctx);
+    return 0;
+}
+
+CX_TEST(same_host_processes_use_shm_and_tcp_only_opts_out)
+{
+    const long N = 2000;
+    struct kid kid;
+    CK(spawn(&kid, addr_child, NULL) == 0);
+    char kaddr[128];
+    CK(get_str(kid.rd, kaddr, sizeof kaddr, 10000) == 0);
+    const struct cx_format *f2 = reg(rd2_d);
+    CK(cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &test_ctx) == 0);
+    struct cx_chan_ctx *tcp_ctx = NULL;
+    struct cx_chan *ch, *ch2 = NULL;
+    struct cx_chan_source *s;
+    struct cx_chan_sink *k2;
+    struct rec loc;
+    rec_init(&loc, REC_RD2);
+    CK(cx_chan_create(test_ctx, &(struct cx_chan_opts){.format = f2, .mode = CX_CHAN_RELIABLE},
+                      &ch) == 0);
+    CK(cx_chan_source(ch, f2, &s) == 0);
+    CK(put_str(kid.wr, cx_chan_id(ch)) == 0 && kid_ready(&kid));
+    int ok = cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP, .tcp_only = 1},
+                                &tcp_ctx) == 0 &&
+             cx_chan_open(tcp_ctx, cx_chan_id(ch), 5000, &ch2) == 0 &&
+             cx_chan_sink(ch2, &(struct cx_chan_sink_opts){.format = f2}, on_rec, &loc, &k2) == 0 &&
+             cx_chan_wait_members(ch, 1, 2, 5000) == 0;
+    for (long i = 1; ok && i <= N; i++) {
+        struct rd2 e;
+        rd2_make(&e, i);
+        ok = cx_chan_submit_wait(s, &e, 5000) == 0;
+    }
+    struct result res = {0};
+    ok = ok && get(kid.rd, &res, sizeof res, 15000) == sizeof res && rec_wait(&loc, N, 5000) == N;
+    char kl[16] = "", tl[16] = "", none[16] = "";
+    struct cx_chan_stats st;
+    cx_chan_stats(ch, &st);
+    int rk = cx_chan_ctx_link(test_ctx, kaddr, kl, sizeof kl);
+    int rt = tcp_ctx ? cx_chan_ctx_link(test_ctx, cx_chan_ctx_addr(tcp_ctx), tl, sizeof tl) : -1;
+    int rn = cx_chan_ctx_link(test_ctx, "tcp://127.0.0.1:1", none, sizeof none);
+    fprintf(stderr, "  links: child %s, tcp_only runtime %s; sinks over shm %u, over tcp %u\n",
+            kl, tl, st.shm_sinks, st.net_sinks);
+    put_str(kid.wr, "bye");
+    cx_chan_close(ch2);
+    cx_chan_ctx_destroy(tcp_ctx);
+    CK(ok);
+    CK(rk == 0 && strcmp(kl, "shm") == 0);
+    CK(rt == 0 && strcmp(tl, "tcp") == 0);
+    CK(rn == -ENOENT);
+    CK(st.shm_sinks == 1 && st.net_sinks == 1);
+    CK(res.n == N && res.bad == 0 && res.gaps == 0 && loc.bad == 0 && loc.gaps == 0);
+    CK(reap(&kid, 5000) == 0);
+    cx_chan_close(ch);
+    cleanup_all();
 }
 
 CX_TEST(across_two_network_namespaces_over_veth)
@@ -1111,16 +1207,20 @@ CX_TEST(across_two_network_namespaces_over_veth)
     int ok = spawn(&kids[0], ns_contact_child, &p) == 0 && spawn(&kids[1], sink_child, &job) == 0;
     char id[256] = "";
     struct result res = {0};
+    struct cx_chan_stats st = {0};
     ok = ok && get_str(kids[0].rd, id, sizeof id, 10000) == 0 &&
          put_str(kids[1].wr, id) == 0 && kid_ready(&kids[1]) &&
-         get(kids[1].rd, &res, sizeof res, 15000) == sizeof res;
+         get(kids[1].rd, &res, sizeof res, 15000) == sizeof res &&
+         get(kids[0].rd, &st, sizeof st, 15000) == sizeof st;
     put_str(kids[0].wr, "bye");
     put_str(kids[1].wr, "bye");
     int rc0 = reap(&kids[0], 5000), rc1 = reap(&kids[1], 5000);
     cx_netns_pair_destroy(&p); /* always, before any check can return */
-    fprintf(stderr, "  netns %s (%s) -> %s (%s): channel %s, %ld events\n", p.ns[0], p.ip[0],
-            p.ns[1], p.ip[1], id, res.n);
+    fprintf(stderr, "  netns %s (%s) -> %s (%s): channel %s, %ld events, sinks over shm %u, "
+                    "over tcp %u\n", p.ns[0], p.ip[0], p.ns[1], p.ip[1], id, res.n,
+            st.shm_sinks, st.net_sinks);
     CK(ok && rc0 == 0 && rc1 == 0);
+    CK(st.net_sinks == 1 && st.shm_sinks == 0); /* one host, two namespaces: no shm rendezvous */
     CK(strstr(id, p.ip[0]) != NULL);
     CK(res.n == 5000 && res.bad == 0 && res.gaps == 0);
 }

@@ -62,10 +62,19 @@ struct cx_chan_sink;
  * "tcp://0.0.0.0:0": every interface, any free port). `advertise` is the address other
  * processes dial to reach it and the one channel ids carry; default: the listen address,
  * with 0.0.0.0 replaced by this host's first non-loopback IPv4 address (127.0.0.1 when it
- * has none). */
+ * has none).
+ *
+ * Links: two processes on one host (same boot and network namespace) are joined by shared
+ * memory (src/transport/shm), others by the advertised address's transport (tcp). Each
+ * runtime also listens on an abstract Unix socket named after its host identity and its
+ * advertised address, so a process that dials an address first tries that name: it
+ * answers only on the same host and namespace, and the link falls back to tcp when it does
+ * not. `tcp_only` (or the environment variable CONFLUX_CHAN_SHM=0) turns this off.
+ * cx_chan_ctx_link tells which link joins this process to another. */
 struct cx_chan_ctx_opts {
     const char *listen;
     const char *advertise;
+    int tcp_only;
 };
 
 /* Creates the runtime: listener, progress engine and thread. 0, or -errno (bad address,
@@ -73,6 +82,9 @@ struct cx_chan_ctx_opts {
 int cx_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **out);
 /* The advertised address ("tcp://10.0.0.5:4711"). */
 const char *cx_chan_ctx_addr(const struct cx_chan_ctx *ctx);
+/* Writes into out[cap] the network driver of the link joining this process to the process
+ * advertising addr ("shm", "tcp", ...). 0, or -ENOENT when there is no live link to it. */
+int cx_chan_ctx_link(struct cx_chan_ctx *ctx, const char *addr, char *out, size_t cap);
 /* Runs the runtime's progress on the calling thread for up to timeout_us (-1: no limit):
  * receives, sends what waits, runs sink handlers here; returns as soon as something was
  * done or the runtime was woken. For a thread that waits for events (a handler sets a
@@ -204,6 +216,8 @@ struct cx_chan_stats {
     uint64_t errors;         /* events a sink could not convert */
     uint32_t sources, sinks; /* members known to this process (all processes) */
     uint32_t removed;        /* members removed because their process died */
+    uint32_t shm_sinks;      /* remote sinks this process's sources reach over shared memory */
+    uint32_t net_sinks;      /* ... over a network link (tcp and others) */
 };
 
 void cx_chan_stats(struct cx_chan *ch, struct cx_chan_stats *out);

@@ -107,6 +107,13 @@ int chan_request(struct cx_chan_ctx *ctx, const char *addr, struct chan_ctrl *m,
 static int kick_poll(void *arg, int budget)
 {
     struct cx_chan_ctx *ctx = arg;
+    /* Polled every round while traffic flows: without a kick or local events there is
+     * nothing to do, and no lock or system call is spent finding that out (whoever sets
+     * them does so under ctx->lock and then kicks, so a racy miss is caught next round). */
+    if (!__atomic_load_n(&ctx->kicked, __ATOMIC_ACQUIRE) &&
+        !__atomic_load_n(&ctx->local_pending, __ATOMIC_ACQUIRE) &&
+        !__atomic_load_n(&ctx->need_connect, __ATOMIC_ACQUIRE))
+        return 0;
     uint64_t v;
     ssize_t r = read(ctx->kickfd, &v, sizeof v);
     (void)r;
@@ -153,26 +160,6 @@ static int kick_arm(void *arg)
     return busy ? -EAGAIN : 0;
 }
 
-static int listen_poll(void *arg, int budget)
-{
-    struct cx_chan_ctx *ctx = arg;
-    int work = 0;
-    on_thread = ctx;
-    while (work < budget) {
-        struct cx_link *k;
-        if (ctx->lops->accept(ctx->listener, 0, &k) < 0)
-            break; /* -ETIMEDOUT: nobody waiting; other errors are transient (EMFILE) */
-        pthread_mutex_lock(&ctx->lock);
-        struct chan_peer *p;
-        if (chan_peer_add(ctx, k, NULL, &p) == 0)
-            chan_peer_register(p);
-        pthread_mutex_unlock(&ctx->lock);
-        work++;
-    }
-    on_thread = NULL;
-    return work;
-}
-
 /* The address others dial: the listen address, 0.0.0.0 replaced by a real one. */
 static void pick_advertise(const char *bound, char *out, size_t cap)
 {
@@ -212,11 +199,12 @@ int cx_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **ou
     pthread_condattr_destroy(&ca);
     ctx->kickfd = -1;
     ctx->next_num = 1; /* mux tag 0 is link control */
-    if ((rc = cx_listen(listen, &ctx->lops, &ctx->listener)) < 0) {
+    ctx->lsn.ctx = ctx->shm.ctx = ctx;
+    if ((rc = cx_listen(listen, &ctx->lsn.ops, &ctx->lsn.l)) < 0) {
         rc = cx_err_wrap(rc, "channel runtime: listen on '%s'", listen);
         goto fail;
     }
-    const char *bound = ctx->lops->listener_addr(ctx->listener);
+    const char *bound = ctx->lsn.ops->listener_addr(ctx->lsn.l);
     if (o && o->advertise) {
         if (strlen(o->advertise) >= sizeof ctx->addr || !cx_driver_for(o->advertise)) {
             rc = cx_err_set(EINVAL, "channel runtime: bad advertise address '%s'", o->advertise);
@@ -226,6 +214,8 @@ int cx_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **ou
     } else {
         pick_advertise(bound, ctx->addr, sizeof ctx->addr);
     }
+    if ((rc = chan_link_setup(ctx, o)) < 0)
+        goto fail;
     if ((ctx->kickfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
         rc = cx_err_set(errno, "channel runtime: eventfd: %s", strerror(errno));
         goto fail;
@@ -234,18 +224,30 @@ int cx_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **ou
         goto fail;
     struct cx_engine_source ks = {.name = "channel", .poll = kick_poll, .arm = kick_arm,
                                   .ctx = ctx, .fd = ctx->kickfd, .cost = 1};
-    struct cx_engine_source ls = {.name = "channel-listener", .poll = listen_poll, .ctx = ctx,
-                                  .fd = ctx->lops->listener_fd(ctx->listener), .cost = 8};
-    if ((rc = cx_engine_add(ctx->eng, &ks)) < 0 || (rc = cx_engine_add(ctx->eng, &ls)) < 0 ||
-        (rc = cx_engine_start(ctx->eng)) < 0)
+    /* listeners: rarely busy, and an empty accept allocates a socket: polled seldom */
+    struct cx_engine_source ls = {.name = "channel-listener", .poll = chan_listen_poll,
+                                  .ctx = &ctx->lsn, .fd = ctx->lsn.ops->listener_fd(ctx->lsn.l),
+                                  .cost = 64};
+    if ((rc = cx_engine_add(ctx->eng, &ks)) < 0 || (rc = cx_engine_add(ctx->eng, &ls)) < 0)
+        goto fail;
+    if (ctx->shm.ops) {
+        struct cx_engine_source ss = {.name = "channel-shm-listener", .poll = chan_listen_poll,
+                                      .ctx = &ctx->shm, .fd = ctx->shm.ops->listener_fd(ctx->shm.l),
+                                      .cost = 64};
+        if ((rc = cx_engine_add(ctx->eng, &ss)) < 0)
+            goto fail;
+    }
+    if ((rc = cx_engine_start(ctx->eng)) < 0)
         goto fail;
     *out = ctx;
     return 0;
 fail:
     if (ctx->eng)
         cx_engine_destroy(ctx->eng);
-    if (ctx->listener)
-        ctx->lops->listener_close(ctx->listener);
+    if (ctx->lsn.l)
+        ctx->lsn.ops->listener_close(ctx->lsn.l);
+    if (ctx->shm.l)
+        ctx->shm.ops->listener_close(ctx->shm.l);
     if (ctx->kickfd >= 0)
         close(ctx->kickfd);
     pthread_cond_destroy(&ctx->cv);
@@ -296,7 +298,9 @@ void cx_chan_ctx_destroy(struct cx_chan_ctx *ctx)
     for (size_t i = 0; i < ctx->neps; i++)
         free(ctx->eps[i]);
     free(ctx->eps);
-    ctx->lops->listener_close(ctx->listener);
+    ctx->lsn.ops->listener_close(ctx->lsn.l);
+    if (ctx->shm.l)
+        ctx->shm.ops->listener_close(ctx->shm.l);
     close(ctx->kickfd);
     pthread_cond_destroy(&ctx->cv);
     pthread_mutex_destroy(&ctx->lock);

@@ -68,6 +68,14 @@ struct chan_ep {
 
 struct chan_out; /* a queued control frame (cx_chan_peer.c) */
 
+/* A listener of the runtime: the advertised one (tcp) and, for processes on this host, the
+ * shm rendezvous (cx_chan_link.c). */
+struct chan_lsn {
+    struct cx_chan_ctx *ctx;
+    const struct cx_driver_ops *ops;
+    struct cx_listener *l;
+};
+
 /* One link to another process, shared by every channel (mux on top). */
 struct chan_peer {
     struct chan_peer *next;
@@ -75,6 +83,7 @@ struct chan_peer {
     pthread_mutex_t lock;     /* recursive; the link */
     struct cx_mux *mux;
     struct cx_link *link;     /* cx_mux_link(mux) */
+    const char *kind;         /* the network driver under the mux: "shm", "tcp", ... */
     char addr[CHAN_ADDR_MAX]; /* the remote process's address; "" until its HELLO */
     int engine_id;            /* -1 until the progress thread registered it */
     int failed;               /* negative errno once broken */
@@ -110,6 +119,8 @@ struct cx_chan_sink {
     int closer;                /* a thread waits in close for busy to reach 0 */
     uint8_t *scratch;          /* conversion output */
     size_t scap;
+    uint64_t last_token;       /* the format of the last event (handler thread only) */
+    const struct cx_format *last_fmt;
     char err[CHAN_ERR_MAX];
 };
 
@@ -151,9 +162,11 @@ struct cx_chan_ctx {
     pthread_mutex_t lock;
     pthread_cond_t cv;         /* replies, room in queues, idle handlers, flushes */
     struct cx_engine *eng;
-    const struct cx_driver_ops *lops;
-    struct cx_listener *listener;
+    struct chan_lsn lsn;       /* the listener of the advertised address */
+    struct chan_lsn shm;       /* the shm rendezvous (ops NULL: none) */
     char addr[CHAN_ADDR_MAX];
+    char host[17];             /* host identity: hash of the boot id and the network namespace */
+    char shm_addr[CHAN_ADDR_MAX]; /* our shm rendezvous ("" = none) */
     int kickfd;                /* eventfd: wakes the runtime's own engine source */
     int kicked;                /* a kick is pending (coalesces eventfd writes) */
     uint32_t next_num;
@@ -197,6 +210,17 @@ int chan_wait(struct cx_chan_ctx *ctx, long long deadline_ms);
  * Called without ctx lock. */
 int chan_request(struct cx_chan_ctx *ctx, const char *addr, struct chan_ctrl *m,
                  int timeout_ms, struct chan_req *out);
+
+/* ---- cx_chan_link.c ---- */
+/* Computes the host identity and, unless disabled (o->tcp_only, CONFLUX_CHAN_SHM=0) or the
+ * advertised address is shm already, listens on the shm rendezvous. 0 or -errno. */
+int chan_link_setup(struct cx_chan_ctx *ctx, const struct cx_chan_ctx_opts *o);
+/* Connects to the process advertising addr over the fastest link that reaches it: shm
+ * when it is on this host (its rendezvous answers), else addr itself. Blocks for the
+ * connect; called without ctx lock. */
+int chan_link_dial(struct cx_chan_ctx *ctx, const char *addr, struct cx_link **out);
+/* The engine source polling a listener (accepted links become peers). */
+int chan_listen_poll(void *arg, int budget);
 
 /* ---- cx_chan_peer.c ---- */
 /* The peer for a process address (ctx lock held), or NULL. */

@@ -557,8 +557,15 @@ void cx_chan_stats(struct cx_chan *ch, struct cx_chan_stats *out)
     pthread_mutex_lock(&ch->ctx->lock);
     *out = ch->st;
     out->queued = 0;
-    for (struct chan_dest *d = ch->dests; d; d = d->next)
+    for (struct chan_dest *d = ch->dests; d; d = d->next) {
         out->queued += d->q.n;
+        if (d->peer && !d->peer->failed) {
+            if (strcmp(d->peer->kind, "shm") == 0)
+                out->shm_sinks++;
+            else
+                out->net_sinks++;
+        }
+    }
     pthread_mutex_unlock(&ch->ctx->lock);
 }
 

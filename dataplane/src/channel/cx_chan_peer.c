@@ -49,6 +49,7 @@ int chan_peer_add(struct cx_chan_ctx *ctx, struct cx_link *raw, const char *addr
     pthread_mutex_init(&p->lock, &a);
     pthread_mutexattr_destroy(&a);
     p->ctx = ctx;
+    p->kind = raw->ops->name;
     p->link = cx_mux_link(p->mux);
     p->engine_id = -1;
     if (addr)
@@ -76,7 +77,7 @@ int chan_peer_get(struct cx_chan_ctx *ctx, const char *addr, struct chan_peer **
     if (strlen(addr) >= CHAN_ADDR_MAX)
         return cx_err_set(EINVAL, "channel: address '%.40s...' is too long", addr);
     struct cx_link *raw;
-    int rc = cx_connect(addr, &raw);
+    int rc = chan_link_dial(ctx, addr, &raw);
     if (rc < 0)
         return cx_err_wrap(rc, "channel: cannot reach %s", addr);
     pthread_mutex_lock(&ctx->lock);
@@ -168,6 +169,8 @@ int chan_peer_send_event(struct chan_peer *p, const struct cx_frame_hdr *h,
 static void sync_mux(struct chan_peer *p)
 {
     struct cx_chan_ctx *ctx = p->ctx;
+    if (__atomic_load_n(&p->synced, __ATOMIC_ACQUIRE) == __atomic_load_n(&ctx->ep_gen, __ATOMIC_ACQUIRE))
+        return; /* the common case, without the runtime lock (ep_gen moves under it) */
     pthread_mutex_lock(&ctx->lock);
     if (p->synced != ctx->ep_gen) {
         if (p->nmch < ctx->neps) {
@@ -242,8 +245,9 @@ static int peer_poll(void *arg, int budget)
         chan_cur_peer = NULL;
         if (rc < 0)
             p->failed = rc;
-        else
-            rc += chan_peer_flush(p);
+        else if (__atomic_load_n(&p->out, __ATOMIC_ACQUIRE) ||
+                 __atomic_load_n(&p->queued, __ATOMIC_ACQUIRE))
+            rc += chan_peer_flush(p); /* a miss here is caught: who queues also kicks */
     }
     pthread_mutex_unlock(&p->lock);
     chan_thread_ctx = NULL;

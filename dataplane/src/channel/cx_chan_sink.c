@@ -64,7 +64,12 @@ static int run_handler(struct cx_chan_sink *k, uint64_t token, void *wire, size_
         return 1; /* closed by an earlier handler of this batch */
     struct cx_chan_event ev = {.token = token, .wire = wire, .wire_len = len, .seq = seq,
                                .from = from};
-    if (!(ev.format = cx_format_registry_lookup(token))) {
+    /* a registered format never goes away: the last one seen saves the registry's lock */
+    if (k->last_token == token && k->last_fmt)
+        ev.format = k->last_fmt;
+    else if ((ev.format = cx_format_registry_lookup(token)))
+        k->last_token = token, k->last_fmt = ev.format;
+    if (!ev.format) {
         snprintf(err, cap, "event of unknown format %016" PRIx64 " from %s", token, from);
         return -ENOENT;
     }
@@ -73,17 +78,19 @@ static int run_handler(struct cx_chan_sink *k, uint64_t token, void *wire, size_
     } else if (k->fmt) {
         size_t need = 0;
         void *out;
-        int rc = cx_decode_need(k->fmt, token, wire, len, &need);
-        if (rc == 0 && need > k->scap) {
+        /* decode first: in place (layouts agree) or into the scratch it already has; only
+         * a scratch too small costs the second pass that sizes it */
+        int rc = cx_decode(k->fmt, token, wire, len, k->scratch, k->scap, &out);
+        if (rc == -ENOBUFS && (rc = cx_decode_need(k->fmt, token, wire, len, &need)) == 0) {
             free(k->scratch);
             k->scap = 0;
             if (!(k->scratch = malloc(need)))
                 rc = cx_err_set(ENOMEM, "no memory to convert a %zu-byte event", need);
             else
                 k->scap = need;
+            if (rc == 0)
+                rc = cx_decode(k->fmt, token, wire, len, k->scratch, k->scap, &out);
         }
-        if (rc == 0)
-            rc = cx_decode(k->fmt, token, wire, len, k->scratch, k->scap, &out);
         if (rc < 0) {
             snprintf(err, cap, "%s", cx_errmsg());
             return rc;

@@ -255,6 +255,10 @@ static void deliver_remote(struct sub *u, struct chan_dest *d)
             if (chan_peer_send_event(p, &h, fmt, e->iov, e->iovcnt) == 0)
                 count_sent(ch, e->length);
             sent = 1; /* or the link broke: the sink goes with it */
+            /* The link kept what did not fit (a full ring or socket): only the progress
+             * thread flushes it, and it may be asleep with an empty queue armed. */
+            if (!chan_on_progress_thread(ch->ctx) && cx_link_pending(p->link))
+                chan_kick(ch->ctx);
         }
         pthread_mutex_unlock(&p->lock);
         if (sent)
@@ -298,7 +302,7 @@ static int submit(struct cx_chan_source *s, const void *event, struct sub *u, in
             u->release(u->rarg, u->owned);
         return cx_err_wrap(rc, "channel %s: submit", ch->id);
     }
-    long long deadline = timeout_ms < 0 ? -1 : chan_now_ms() + timeout_ms;
+    long long deadline = -2; /* read the clock only if this submit has to wait */
     char small[64], *pass = small;
     int counted = 0;
     pthread_mutex_lock(&ctx->lock);
@@ -329,6 +333,8 @@ static int submit(struct cx_chan_source *s, const void *event, struct sub *u, in
                             full->local ? full->sink->ep->tag : full->tag, full->q.cap);
             break;
         }
+        if (deadline == -2)
+            deadline = timeout_ms < 0 ? -1 : chan_now_ms() + timeout_ms;
         if (chan_wait(ctx, deadline) < 0) {
             rc = cx_err_set(ETIMEDOUT, "channel %s: no room in the queue of sink %s within %d ms",
                             ch->id, full->local ? ctx->addr : full->addr, timeout_ms);

@@ -15,8 +15,9 @@
 
 #define WAKE_ID UINT32_MAX
 #define BUDGET 64
-/* After a cx_engine_drive returns, the engine thread stays parked this long unless
- * unparked: an application that drives in a loop keeps the progress to itself. */
+/* After a cx_engine_drive returns, the engine thread stays parked about this long (one to
+ * two periods) unless unparked: an application that drives in a loop keeps the progress to
+ * itself. Counted in drives, not read from the clock: the clock costs more than a round. */
 #define LEASE_NS 1000000
 
 struct slot {
@@ -47,7 +48,8 @@ struct cx_engine {
     pthread_t round_owner; /* the thread running it */
     /* cx_engine_drive: while a thread drives (or its lease runs), the engine thread parks */
     int drivers;           /* atomic: threads inside cx_engine_drive */
-    uint64_t lease_until;  /* atomic: monotonic ns */
+    uint64_t drive_seq;    /* atomic: drives ended so far (a drive renews the lease) */
+    uint64_t lease_seen;   /* engine thread: drive_seq when it last looked */
     int in_epoll;          /* atomic: the engine thread is (about to be) in epoll_wait */
     int parked, unpark;    /* atomic; park_cv waits under park_lock */
     pthread_mutex_t park_lock;
@@ -302,23 +304,31 @@ int cx_engine_drive(struct cx_engine *e, int64_t timeout_ns)
 {
     if (in_own_round(e) || is_engine_thread(e))
         return cx_err_set(EDEADLK, "engine: cx_engine_drive from the engine's own round");
-    uint64_t now = cx_idle_now_ns();
-    uint64_t end = timeout_ns < 0 ? UINT64_MAX : now + (uint64_t)timeout_ns;
-    uint64_t spin_end = now + e->ist.spin_ns;
     __atomic_add_fetch(&e->drivers, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&e->in_epoll, __ATOMIC_SEQ_CST))
         cx_engine_wake(e); /* the engine thread leaves epoll and parks */
-    int work = 0;
-    for (;;) {
+    int work = cx_engine_do_work(e);
+    unsigned spins = 0;
+    /* the clock only once the first round found nothing (a waiting thread often finds
+     * its event at once) */
+    uint64_t now = work ? 0 : cx_idle_now_ns();
+    uint64_t end = timeout_ns < 0 ? UINT64_MAX : now + (uint64_t)timeout_ns;
+    uint64_t start = now, spin_end = now + e->ist.spin_ns;
+    for (; !work;) {
         if ((work = cx_engine_do_work(e)) != 0)
             break;
+        if (now < spin_end && (++spins & 15)) { /* the clock costs more than a round here */
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            continue;
+        }
         now = cx_idle_now_ns();
         if (now >= end || __atomic_load_n(&e->stop, __ATOMIC_ACQUIRE))
             break;
         if (now < spin_end) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
+            if (e->ist.spin_ns > CX_IDLE_SPIN_NS && now - start >= CX_IDLE_YIELD_AFTER_NS)
+                sched_yield(); /* a long spin shares the core every 16 rounds (cx_idle.h) */
             continue;
         }
         int r = block_ns(e, end == UINT64_MAX ? -1 : (int64_t)(end - now));
@@ -327,7 +337,7 @@ int cx_engine_drive(struct cx_engine *e, int64_t timeout_ns)
             break;
         }
     }
-    __atomic_store_n(&e->lease_until, cx_idle_now_ns() + LEASE_NS, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&e->drive_seq, 1, __ATOMIC_RELEASE);
     __atomic_sub_fetch(&e->drivers, 1, __ATOMIC_SEQ_CST);
     return work;
 }
@@ -336,7 +346,6 @@ void cx_engine_unpark(struct cx_engine *e)
 {
     /* Dekker with park(): either it sees unpark or we see parked. The lease ends too: the
      * engine thread runs on until a driver comes again. */
-    __atomic_store_n(&e->lease_until, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&e->unpark, 1, __ATOMIC_SEQ_CST);
     if (!__atomic_load_n(&e->parked, __ATOMIC_SEQ_CST))
         return;
@@ -345,27 +354,28 @@ void cx_engine_unpark(struct cx_engine *e)
     pthread_mutex_unlock(&e->park_lock);
 }
 
-/* Whether the engine thread should stand aside for a driver. */
+/* Whether the engine thread should stand aside for a driver: one is driving, or one
+ * drove since the engine thread last looked (engine thread only). */
 static int leased(struct cx_engine *e)
 {
     return __atomic_load_n(&e->drivers, __ATOMIC_SEQ_CST) ||
-           cx_idle_now_ns() < __atomic_load_n(&e->lease_until, __ATOMIC_ACQUIRE);
+           __atomic_load_n(&e->drive_seq, __ATOMIC_ACQUIRE) != e->lease_seen;
 }
 
-/* Parks the engine thread while a driver holds the progress (until the lease ends, an
- * unpark, or stop). */
+/* Parks the engine thread while a driver holds the progress: until a whole LEASE_NS passed
+ * without a drive, an unpark, or stop. */
 static void park(struct cx_engine *e)
 {
     pthread_mutex_lock(&e->park_lock);
     __atomic_store_n(&e->parked, 1, __ATOMIC_SEQ_CST);
     while (!__atomic_load_n(&e->unpark, __ATOMIC_SEQ_CST) && !__atomic_load_n(&e->stop, __ATOMIC_ACQUIRE) && leased(e)) {
-        uint64_t until = __atomic_load_n(&e->lease_until, __ATOMIC_ACQUIRE);
-        uint64_t now = cx_idle_now_ns();
-        if (__atomic_load_n(&e->drivers, __ATOMIC_SEQ_CST) || until < now + 1000)
-            until = now + LEASE_NS;
+        e->lease_seen = __atomic_load_n(&e->drive_seq, __ATOMIC_ACQUIRE);
+        uint64_t until = cx_idle_now_ns() + LEASE_NS;
         struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
         pthread_cond_timedwait(&e->park_cv, &e->park_lock, &ts);
     }
+    if (__atomic_load_n(&e->unpark, __ATOMIC_SEQ_CST)) /* the lease ends: run until a driver comes */
+        e->lease_seen = __atomic_load_n(&e->drive_seq, __ATOMIC_ACQUIRE);
     __atomic_store_n(&e->unpark, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&e->parked, 0, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&e->park_lock);
@@ -411,8 +421,9 @@ static void *engine_main(void *arg)
 {
     struct cx_engine *e = arg;
     while (!__atomic_load_n(&e->stop, __ATOMIC_ACQUIRE)) {
-        if (leased(e) && !__atomic_load_n(&e->waiters, __ATOMIC_SEQ_CST) &&
-            !__atomic_exchange_n(&e->unpark, 0, __ATOMIC_SEQ_CST)) {
+        if (__atomic_exchange_n(&e->unpark, 0, __ATOMIC_SEQ_CST)) {
+            e->lease_seen = __atomic_load_n(&e->drive_seq, __ATOMIC_ACQUIRE); /* lease over */
+        } else if (leased(e) && !__atomic_load_n(&e->waiters, __ATOMIC_SEQ_CST)) {
             park(e);
             continue;
         }

@@ -87,7 +87,7 @@ void cx_engine_wake(struct cx_engine *e);
 /* Runs the engine on the calling thread (an application thread waiting for something a
  * callback will record): rounds, a spin of CX_IDLE_SPIN_NS, then a block in epoll, until a
  * round did work, the engine was woken, or timeout_ns passed (-1 = no limit). Callbacks run
- * on the caller. Meanwhile, and for LEASE (1 ms) after it returns, the engine thread stands
+ * on the caller. Meanwhile, and until 1 to 2 ms passed without a drive, the engine thread stands
  * aside (parked, not polling): a thread that drives in a loop receives without a hand-off
  * between threads and without a second thread competing for the cores. Anything that
  * needs the engine thread in that time calls cx_engine_unpark. Returns the work done (0:

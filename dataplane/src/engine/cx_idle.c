@@ -109,7 +109,10 @@ static void block_idle(struct cx_idle_state *st, int work, struct cx_engine *e)
     if (!st->spin_start_ns)
         st->spin_start_ns = now;
     if (now - st->spin_start_ns < st->spin_ns) {
-        spin_idle(st, work, NULL);
+        if (st->spin_ns <= CX_IDLE_SPIN_NS || now - st->spin_start_ns < CX_IDLE_YIELD_AFTER_NS)
+            spin_idle(st, work, NULL);
+        else
+            sched_yield(); /* a long spin: let a peer sharing this core run */
         return;
     }
     st->blocks++;

@@ -43,8 +43,12 @@ extern const struct cx_idle_strategy cx_idle_block;
 
 /* Fills defaults: backoff: 1000 spins, 100 yields, sleeps doubling 1 us .. 1 ms (about
  * 2 ms in all); block: spin CX_IDLE_SPIN_NS (or the environment's CONFLUX_SPIN_US
- * microseconds, 0..1000000), then block. */
+ * microseconds, 0..1000000), then block. A spin longer than CX_IDLE_SPIN_NS also yields
+ * the core (sched_yield) every few rounds once CX_IDLE_YIELD_AFTER_NS passed without work:
+ * on a core shared with the peer it waits for, a pure spin would hold the core for a whole
+ * time slice (milliseconds per message); a peer on its own core answers before that. */
 #define CX_IDLE_SPIN_NS 20000
+#define CX_IDLE_YIELD_AFTER_NS 5000
 /* Monotonic nanoseconds (the clock the strategies and cx_engine_drive use). */
 uint64_t cx_idle_now_ns(void);
 void cx_idle_state_init(struct cx_idle_state *st);

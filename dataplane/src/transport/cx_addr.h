@@ -1,6 +1,7 @@
 /* Address strings of the network drivers: "scheme://rest".
  *   tcp://127.0.0.1:5555   IPv4 literal or host name, port (0 = any free port)
  *   shm:///path/to.sock    a Unix socket path (the shm driver's rendezvous)
+ *   shm://@name            an abstract Unix socket (no file; per network namespace)
  *   ucx://127.0.0.1:5556   the TCP control connection that exchanges UCX worker addresses
  */
 #ifndef CX_ADDR_H

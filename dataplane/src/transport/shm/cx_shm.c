@@ -1,7 +1,12 @@
 /* The shm network driver: two processes on one node exchange messages through two SPSC
- * rings (one per direction) in a memfd region. The listener's side creates the region and
- * one eventfd per side and passes all three over the Unix socket with SCM_RIGHTS; the
- * socket then stays open only to notice the peer's death.
+ * rings (one per direction) in a memfd region. The connecting side creates the region and
+ * one eventfd per side and passes all three over the Unix socket with SCM_RIGHTS right
+ * after connect (the kernel holds them until the listener accepts, so connect never waits
+ * for the other process: two processes may dial each other from their progress threads at
+ * once); the socket then stays open only to notice the peer's death.
+ *
+ * Addresses: "shm:///path/to.sock" (a socket file) or "shm://@name" (an abstract socket:
+ * no file, gone with its process, visible only inside the same network namespace).
  *
  * A message that fits a ring record (half the ring) is one MSG record: the encoded
  * 48-byte cx_frame header and the payload, delivered to the receiver in place (no copy on
@@ -24,6 +29,7 @@
 #include <endian.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,32 +80,44 @@ static uint64_t ring_size(void)
     return p;
 }
 
-static int parse_path(const char *addr, struct sockaddr_un *sa)
+/* Fills sa from "shm:///path" or "shm://@name" (abstract); *salen is the length to pass
+ * to bind/connect. */
+static int parse_path(const char *addr, struct sockaddr_un *sa, socklen_t *salen)
 {
     const char *p = cx_addr_strip(addr, "shm");
-    if (!p || !*p || strlen(p) >= sizeof sa->sun_path)
-        return cx_err_set(EINVAL, "shm: address '%s' is not shm:///path (< 108 chars)",
+    if (!p || !*p || (*p == '@' && !p[1]) || strlen(p) >= sizeof sa->sun_path)
+        return cx_err_set(EINVAL, "shm: address '%s' is not shm:///path or shm://@name (< 108 chars)",
                           addr ? addr : "");
     memset(sa, 0, sizeof *sa);
     sa->sun_family = AF_UNIX;
-    strcpy(sa->sun_path, p);
+    size_t n = strlen(p);
+    memcpy(sa->sun_path, p, n);
+    if (*p == '@') { /* abstract: a leading NUL, the name not NUL-terminated */
+        sa->sun_path[0] = '\0';
+        *salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+    } else {
+        *salen = (socklen_t)sizeof *sa;
+    }
     return 0;
 }
 
 static int shm_listen(const char *addr, struct cx_listener **out)
 {
     struct sockaddr_un sa;
-    int rc = parse_path(addr, &sa);
+    socklen_t salen;
+    int rc = parse_path(addr, &sa, &salen);
     if (rc < 0)
         return rc;
+    const char *name = cx_addr_strip(addr, "shm");
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return cx_err_set(errno, "shm: socket: %s", strerror(errno));
-    unlink(sa.sun_path);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0) {
+    if (*name != '@')
+        unlink(sa.sun_path);
+    if (bind(fd, (struct sockaddr *)&sa, salen) < 0 || listen(fd, 64) < 0) {
         int e = errno;
         close(fd);
-        return cx_err_set(e, "shm: listen on %s: %s", sa.sun_path, strerror(e));
+        return cx_err_set(e, "shm: listen on %s: %s", name, strerror(e));
     }
     struct cx_listener *l = calloc(1, sizeof *l);
     if (!l) {
@@ -107,8 +125,8 @@ static int shm_listen(const char *addr, struct cx_listener **out)
         return cx_err_set(ENOMEM, "shm: out of memory");
     }
     l->fd = fd;
-    strcpy(l->path, sa.sun_path);
-    snprintf(l->addr, sizeof l->addr, "shm://%s", sa.sun_path);
+    snprintf(l->path, sizeof l->path, "%s", name);
+    snprintf(l->addr, sizeof l->addr, "shm://%s", name);
     *out = l;
     return 0;
 }
@@ -121,7 +139,8 @@ static void shm_listener_close(struct cx_listener *l)
     if (!l)
         return;
     close(l->fd);
-    unlink(l->path);
+    if (l->path[0] != '@')
+        unlink(l->path);
     free(l);
 }
 
@@ -131,7 +150,8 @@ struct hello {
     uint64_t ring;
 };
 
-/* Maps the region and builds the link. side 0 = listener (tx ring 0), 1 = connector. */
+/* Maps the region and builds the link. side 0 = creator (the connector; tx ring 0), 1 = the
+ * listener's side. */
 static int shm_make(int sock, int memfd, int my_efd, int peer_efd, uint64_t ring, int side,
                     int init, struct cx_link **out)
 {
@@ -142,7 +162,7 @@ static int shm_make(int sock, int memfd, int my_efd, int peer_efd, uint64_t ring
         goto error;
     }
     s->maplen = 2 * CX_RING_CTL_SIZE + 2 * ring;
-    s->map = mmap(NULL, s->maplen, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    s->map = mmap(NULL, s->maplen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
     if (s->map == MAP_FAILED) {
         rc = cx_err_set(errno, "shm: mmap of %zu bytes: %s", s->maplen, strerror(errno));
         s->map = NULL;
@@ -178,6 +198,9 @@ error:
     return rc;
 }
 
+/* The listener's side: accepts, then takes the region and eventfds the connector sent
+ * right after its connect (normally already there; waits at most HELLO_WAIT_MS). */
+#define HELLO_WAIT_MS 2000
 static int shm_accept(struct cx_listener *l, int timeout_ms, struct cx_link **out)
 {
     struct pollfd p = {.fd = l->fd, .events = POLLIN};
@@ -192,6 +215,53 @@ static int shm_accept(struct cx_listener *l, int timeout_ms, struct cx_link **ou
         if (r == 0)
             return cx_err_set(ETIMEDOUT, "shm: no peer on %s within %d ms", l->path, timeout_ms);
     }
+    struct hello h;
+    struct iovec iov = {&h, sizeof h};
+    union { char buf[CMSG_SPACE(3 * sizeof(int))]; struct cmsghdr a; } u;
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = sizeof u.buf};
+    struct pollfd q = {.fd = sock, .events = POLLIN};
+    if (poll(&q, 1, HELLO_WAIT_MS) != 1) {
+        close(sock);
+        return cx_err_set(ETIMEDOUT, "shm: a peer on %s sent no region within %d ms", l->path,
+                          HELLO_WAIT_MS);
+    }
+    ssize_t r = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    if (r != (ssize_t)sizeof h || h.magic != SHM_MAGIC || !c || c->cmsg_type != SCM_RIGHTS ||
+        c->cmsg_len != CMSG_LEN(3 * sizeof(int))) {
+        if (c && c->cmsg_type == SCM_RIGHTS) { /* do not leak what a bad peer passed */
+            int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            for (int i = 0; i < n && i < 3; i++)
+                close(((int *)CMSG_DATA(c))[i]);
+        }
+        close(sock);
+        return cx_err_set(EPROTO, "shm: bad handshake from a peer on %s", l->path);
+    }
+    int fds[3];
+    memcpy(fds, CMSG_DATA(c), sizeof fds);
+    fcntl(sock, F_SETFL, O_NONBLOCK);
+    return shm_make(sock, fds[0], fds[1], fds[2], h.ring, 1, 0, out);
+}
+
+/* The connecting side creates the region (initialising the rings) and the two eventfds,
+ * and passes them over the socket: nothing here waits for the listener's process. */
+static int shm_connect(const char *addr, struct cx_link **out)
+{
+    struct sockaddr_un sa;
+    socklen_t salen;
+    int rc = parse_path(addr, &sa, &salen);
+    if (rc < 0)
+        return rc;
+    const char *name = cx_addr_strip(addr, "shm");
+    int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (sock < 0)
+        return cx_err_set(errno, "shm: socket: %s", strerror(errno));
+    if (connect(sock, (struct sockaddr *)&sa, salen) < 0) {
+        int e = errno == ENOENT ? ECONNREFUSED : errno;
+        close(sock);
+        return cx_err_set(e, "shm: connect to %s: %s", name, strerror(e));
+    }
     uint64_t ring = ring_size();
     size_t len = 2 * CX_RING_CTL_SIZE + 2 * ring;
     int memfd = memfd_create("conflux-shm", MFD_CLOEXEC);
@@ -204,7 +274,7 @@ static int shm_accept(struct cx_listener *l, int timeout_ms, struct cx_link **ou
     /* build our side first (initialises the rings), then hand the fds over */
     int memfd2 = dup(memfd);
     struct cx_link *k;
-    int rc = shm_make(sock, memfd2, efd_l, efd_c, ring, 0, 1, &k);
+    rc = shm_make(sock, memfd2, efd_c, efd_l, ring, 0, 1, &k);
     if (rc < 0) {
         close(memfd); /* shm_make closed the rest */
         return rc;
@@ -218,56 +288,18 @@ static int shm_accept(struct cx_listener *l, int timeout_ms, struct cx_link **ou
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(3 * sizeof(int));
-    int fds[3] = {memfd, efd_c, efd_l}; /* region, your eventfd, mine */
+    int fds[3] = {memfd, efd_l, efd_c}; /* region, your eventfd, mine */
     memcpy(CMSG_DATA(c), fds, sizeof fds);
     ssize_t w = sendmsg(sock, &m, MSG_NOSIGNAL);
     close(memfd); /* the eventfds belong to the link now (my_efd, peer_efd) */
     if (w != (ssize_t)sizeof h) {
         int e = w < 0 ? errno : EPROTO;
         cx_link_close(k);
-        return cx_err_set(e, "shm: passing the region to the peer failed");
+        return cx_err_set(e, "shm: passing the region to %s failed", name);
     }
     fcntl(sock, F_SETFL, O_NONBLOCK);
     *out = k;
     return 0;
-}
-
-static int shm_connect(const char *addr, struct cx_link **out)
-{
-    struct sockaddr_un sa;
-    int rc = parse_path(addr, &sa);
-    if (rc < 0)
-        return rc;
-    int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (sock < 0)
-        return cx_err_set(errno, "shm: socket: %s", strerror(errno));
-    if (connect(sock, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        int e = errno == ENOENT ? ECONNREFUSED : errno;
-        close(sock);
-        return cx_err_set(e, "shm: connect to %s: %s", sa.sun_path, strerror(e));
-    }
-    struct hello h;
-    struct iovec iov = {&h, sizeof h};
-    union { char buf[CMSG_SPACE(3 * sizeof(int))]; struct cmsghdr a; } u;
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = sizeof u.buf};
-    struct pollfd p = {.fd = sock, .events = POLLIN};
-    if (poll(&p, 1, 10000) != 1) {
-        close(sock);
-        return cx_err_set(ETIMEDOUT, "shm: %s accepted no handshake within 10 s", sa.sun_path);
-    }
-    ssize_t r = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
-    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-    if (r != (ssize_t)sizeof h || h.magic != SHM_MAGIC || !c || c->cmsg_type != SCM_RIGHTS ||
-        c->cmsg_len != CMSG_LEN(3 * sizeof(int))) {
-        close(sock);
-        return cx_err_set(r == 0 ? ECONNREFUSED : EPROTO, "shm: bad handshake from %s",
-                          sa.sun_path);
-    }
-    int fds[3];
-    memcpy(fds, CMSG_DATA(c), sizeof fds);
-    fcntl(sock, F_SETFL, O_NONBLOCK);
-    return shm_make(sock, fds[0], fds[1], fds[2], h.ring, 1, 0, out);
 }
 
 static void wake(int efd)
@@ -441,7 +473,8 @@ static int shm_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
     if (s->failed == -EPROTO || s->failed == -ENOMEM)
         return cx_err_set(-s->failed, "shm: corrupt record from peer");
     if (work == 0) {
-        if (s->failed || ((++s->empty_polls & 255) == 0 && peer_gone(s))) {
+        /* a system call: rarely while spinning (a blocked engine sees the socket's hang-up) */
+        if (s->failed || ((++s->empty_polls & 4095) == 0 && peer_gone(s))) {
             if (!cx_spsc_ring_empty(&s->rx))
                 return 0;
             return cx_err_set(ECONNRESET, "shm: peer closed the link");

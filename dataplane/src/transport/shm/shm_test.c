@@ -64,4 +64,40 @@ CX_TEST(shm_bad_address)
     CX_CHECK_EQ_INT(cx_shm_ops.connect("shm:///nonexistent/dir/x.sock", &k), -ECONNREFUSED);
 }
 
+static void on_one(void *arg, const struct cx_frame_hdr *h, const void *payload, size_t len)
+{
+    (void)payload;
+    *(uint64_t *)arg = h->seq + len;
+}
+
+/* An abstract address leaves no file, and connect does not wait for the listener's process
+ * (the connector passes the region itself): two processes may dial each other at once. */
+CX_TEST(shm_abstract_address_and_connect_before_accept)
+{
+    char addr[96];
+    snprintf(addr, sizeof addr, "shm://@cx-shm-test-%d", (int)getpid());
+    struct cx_listener *l;
+    CX_CHECK_EQ_INT(cx_shm_ops.listen(addr, &l), 0);
+    CX_CHECK(strcmp(cx_shm_ops.listener_addr(l), addr) == 0);
+    char file[96];
+    snprintf(file, sizeof file, "@cx-shm-test-%d", (int)getpid());
+    CX_CHECK(access(file, F_OK) != 0);
+    struct cx_link *b, *a = NULL;
+    CX_CHECK_EQ_INT(cx_shm_ops.connect(addr, &b), 0); /* nobody accepts yet */
+    struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .channel = 1, .seq = 41};
+    struct iovec v = {"x", 1};
+    CX_CHECK_EQ_INT(cx_link_send(b, &h, &v, 1), 0);
+    CX_CHECK_EQ_INT(cx_shm_ops.accept(l, 1000, &a), 0);
+    uint64_t got = 0;
+    for (int i = 0; i < 1000 && !got; i++)
+        CX_CHECK(cx_link_progress(a, on_one, &got, 8) >= 0);
+    CX_CHECK_EQ_INT((int)got, 42);
+    cx_link_close(a);
+    cx_link_close(b);
+    cx_shm_ops.listener_close(l);
+    struct cx_link *c;
+    CX_CHECK_EQ_INT(cx_shm_ops.connect(addr, &c), -ECONNREFUSED); /* gone with the listener */
+    CX_CHECK_EQ_INT(cx_shm_ops.connect("shm://@", &c), -EINVAL);
+}
+
 CX_TEST_MAIN()
