@@ -363,6 +363,7 @@ CX_TEST(fanout_one_source_to_three_processes_and_a_local_sink)
     }
     CK(st.sent == 3 * (uint64_t)N && st.delivered == (uint64_t)N && st.dropped == 0);
     CK(st.shm_sinks == 3 && st.net_sinks == 0); /* three processes on this host: shm links */
+    CK(st.sent_shm == st.sent);                   /* and every frame went over them */
     fprintf(stderr, "  fan-out: %ld events x 3 processes (shm) + 1 local sink in %lld ms "
                     "(%.0f events/s delivered)\n", N, ms, 4.0 * N * 1000 / (ms ? ms : 1));
     for (int i = 0; i < 3; i++)
@@ -1221,6 +1222,7 @@ CX_TEST(across_two_network_namespaces_over_veth)
             st.shm_sinks, st.net_sinks);
     CK(ok && rc0 == 0 && rc1 == 0);
     CK(st.net_sinks == 1 && st.shm_sinks == 0); /* one host, two namespaces: no shm rendezvous */
+    CK(st.sent > 0 && st.sent_shm == 0);
     CK(strstr(id, p.ip[0]) != NULL);
     CK(res.n == 5000 && res.bad == 0 && res.gaps == 0);
 }

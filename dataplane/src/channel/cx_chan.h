@@ -218,6 +218,7 @@ struct cx_chan_stats {
     uint32_t removed;        /* members removed because their process died */
     uint32_t shm_sinks;      /* remote sinks this process's sources reach over shared memory */
     uint32_t net_sinks;      /* ... over a network link (tcp and others) */
+    uint64_t sent_shm;       /* of the frames counted in `sent`, those handed to shm links */
 };
 
 void cx_chan_stats(struct cx_chan *ch, struct cx_chan_stats *out);

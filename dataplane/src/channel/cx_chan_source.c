@@ -118,9 +118,11 @@ static void enqueue(struct chan_dest *d, struct chan_ref *r)
     chan_kick(ctx);
 }
 
-static void count_sent(struct cx_chan *ch, size_t len)
+static void count_sent(struct cx_chan *ch, const struct chan_peer *p, size_t len)
 {
     ch->st.sent++;
+    if (p->kind[0] == 's' && strcmp(p->kind, "shm") == 0)
+        ch->st.sent_shm++;
     ch->st.sent_bytes += CX_FRAME_HDR_SIZE + len;
 }
 
@@ -140,7 +142,7 @@ static void send_ref(struct chan_peer *p, struct chan_dest *d, struct chan_ref *
         iov = enc.iov, n = enc.iovcnt, len = enc.length;
     }
     if (chan_peer_send_event(p, &h, r->fmt, iov, n) == 0)
-        count_sent(d->ch, len);
+        count_sent(d->ch, p, len);
 }
 
 int chan_drain_peer(struct chan_peer *p)
@@ -253,7 +255,7 @@ static void deliver_remote(struct sub *u, struct chan_dest *d)
             struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .channel = d->tag, .seq = u->seq,
                                      .format = cx_format_token(fmt)};
             if (chan_peer_send_event(p, &h, fmt, e->iov, e->iovcnt) == 0)
-                count_sent(ch, e->length);
+                count_sent(ch, p, e->length);
             sent = 1; /* or the link broke: the sink goes with it */
             /* The link kept what did not fit (a full ring or socket): only the progress
              * thread flushes it, and it may be asleep with an empty queue armed. */

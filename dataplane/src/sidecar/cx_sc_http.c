@@ -54,12 +54,21 @@ static const char *lv(char *out, size_t cap, const char *s)
     return out;
 }
 
-/* The link a channel's events use, from the scheme of its id ("cx1:tcp://..." -> tcp). */
-static void link_of(const char *id, char *out, size_t cap)
+/* The link a channel's events use: what this pod's sources sent them over ("shm" when
+ * every frame went to sinks on this host, the network scheme of the id when none did,
+ * "shm+tcp" for both); with nothing sent from here, the scheme of its id ("cx1:tcp://..."
+ * -> tcp), which is what remote sources reach this pod's sinks over unless they share its
+ * host. Counted since the channel opened, so a sink that left does not change it. */
+static void link_of(const char *id, const struct cx_chan_stats *st, char *out, size_t cap)
 {
     const char *p = strncmp(id, "cx1:", 4) == 0 ? id + 4 : id;
-    size_t n = strcspn(p, ":");
-    snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+    int n = (int)strcspn(p, ":");
+    if (st->sent_shm && st->sent_shm == st->sent)
+        snprintf(out, cap, "shm");
+    else if (st->sent_shm)
+        snprintf(out, cap, "shm+%.*s", n, p);
+    else
+        snprintf(out, cap, "%.*s", n, p);
 }
 
 /* TCP segments retransmitted in this network namespace (the pod's), from /proc/net/snmp. */
@@ -163,13 +172,13 @@ static void render_metrics(struct cx_sidecar *sc, FILE *o)
 #define CHAN_METRIC(kind, name, help, field)                                                  \
     kind(o, name, help);                                                                   \
     for (size_t j = 0; j < nrows; j++) {                                                   \
-        link_of(rows[j].id, b, sizeof b);                                                  \
+        link_of(rows[j].id, &st[j], b, sizeof b);                                                  \
         fprintf(o, "%s{channel=\"%s\",link=\"%s\"} %llu\n", name, lv(a, sizeof a, rows[j].id), b, \
                 (unsigned long long)st[j].field);                                          \
     }
     gauge(o, "conflux_channel_link", "The link a channel's events use (value 1, per channel).");
     for (size_t j = 0; j < nrows; j++) {
-        link_of(rows[j].id, b, sizeof b);
+        link_of(rows[j].id, &st[j], b, sizeof b);
         fprintf(o, "conflux_channel_link{channel=\"%s\",link=\"%s\"} 1\n", lv(a, sizeof a, rows[j].id), b);
     }
     CHAN_METRIC(counter, "conflux_channel_events_submitted_total", "Events submitted by this pod's sources.", submitted)

@@ -50,7 +50,8 @@ struct cx_chan_stats { uint64_t submitted; uint64_t sent; uint64_t sent_bytes; u
                        uint64_t dropped; uint64_t blocked; uint64_t filtered; uint64_t filtered_bytes;
                        uint64_t projected_bytes_saved; uint64_t delivered; uint64_t received_bytes;
                        uint64_t errors; uint32_t sources, sinks; uint32_t removed;
-                       uint32_t shm_sinks; uint32_t net_sinks; };
+                       uint32_t shm_sinks; uint32_t net_sinks;
+                       uint64_t sent_shm; };
 """
 
 # Functions and the handler type, exactly as declared in C.
