@@ -1,17 +1,27 @@
-/* The bare DPDK peer of the dpdk driver's benchmark: memif ping-pong and streaming with
- * rte_eth_rx_burst / rte_eth_tx_burst only (no Conflux, no headers written per frame, no
- * reliability). Frames have the sizes the Conflux dpdk driver puts on the wire for the same
- * messages: 42 bytes of Ethernet/IPv4/UDP + the 48-byte frame header + the payload, a
- * message larger than one frame (MTU 1500: 1424 payload bytes) going as full frames.
+/* The bare DPDK peer of the dpdk driver's benchmarks: rte_eth_rx_burst / rte_eth_tx_burst
+ * only (no Conflux, no reliability). Frames have the sizes the Conflux dpdk driver puts on the
+ * wire for the same messages: 42 bytes of Ethernet/IPv4/UDP + the 48-byte frame header + the
+ * payload, a message larger than one frame (MTU 1500: 1424 payload bytes) going as full
+ * frames. Stream payloads are copied from the application's buffers into the mbufs, as the
+ * driver must.
  *
- *   dpdk_pingpong server <socket>                    echoes every frame back
- *   dpdk_pingpong client <socket> lat <n> <size>     one frame out, wait for it back
- *   dpdk_pingpong client <socket> bw  <n> <size>     n messages of size bytes streamed;
- *                                                    the server answers the last frame
+ *   dpdk_pingpong server <port>                   answers the client (below)
+ *   dpdk_pingpong client <port> lat <n> <size>    one message out, wait for it back
+ *   dpdk_pingpong client <port> bw <n> <size> [q [compute_us [buffers [reuse_pct]]]]
+ *        n messages streamed; q = 0 (default): one stream, the server echoes the very last
+ *        frame; q > 0: windows of q messages, each window's last frame echoed before the next
+ *        window (osu_bw); compute_us of computation after each message (overlap); the
+ *        payloads come from `buffers` buffers in FIFO order, or with reuse_pct >= 0 from
+ *        buffer 0 with that probability (buffer reuse)
+ *   dpdk_pingpong client <port> bilat <n> <size>  both ends send one message per round at once
+ *   dpdk_pingpong client <port> bibw <n> <size>   both ends stream n messages at once
  *
- * The client prints one JSON object like transport_bench: {"median_us","avg_us"} or
- * {"MBps"} (payload bytes, MB = 10^6). Both ends busy-poll. The server is the memif server
- * (role=server) and exits when the client is gone after having connected. */
+ * <port> is a memif socket path (the server is the memif server) or af_packet:<iface> (a
+ * net_af_packet vdev on a kernel interface, e.g. one end of a veth pair). The client prints
+ * one JSON object: {"median_us","avg_us"} (lat), {"round_us"} (bilat) or {"MBps"} (payload
+ * bytes the server received, MB = 10^6), with "lost" = frames that did not arrive. Both ends
+ * busy-poll. The server exits when the client is gone after having connected (memif) or on
+ * the client's quit frame. A wait longer than 10 s fails the run (exit 1). */
 #define _GNU_SOURCE
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -20,6 +30,7 @@
 
 #include <dirent.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +40,21 @@
 #define HDRS 90u      /* Ethernet 14 + IPv4 20 + UDP 8 + Conflux frame header 48 */
 #define PAYLOAD 1424u /* per full frame at MTU 1500 */
 #define BURST 32
+#define WAIT_S 10.0
+
+/* Byte 0 of every frame is 0x02 (ours: stray kernel frames on a veth are not), byte 1 what
+ * the frame is; bytes 14..21 carry a number. */
+enum {
+    M_ECHO = 0xab,  /* answer with the same frame (lat) */
+    M_DATA = 0xcd,  /* count its payload */
+    M_WEND = 0xee,  /* count, then answer with the payload bytes counted since M_RESET */
+    M_RESET = 0xc1, /* zero the count */
+    M_BILAT = 0xc2, /* run bilat: n = rounds, size in the frame (both as u64 at 14, 22) */
+    M_BIBW = 0xc3,  /* run bibw likewise */
+    M_PEER = 0xd0,  /* a message frame the server sends in bilat/bibw */
+    M_PEND = 0xd1,  /* the last frame of the server's bibw stream */
+    M_QUIT = 0xdd,
+};
 
 static double now(void)
 {
@@ -43,8 +69,18 @@ static int cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static void spin_ns(double ns)
+{
+    volatile double x0 = 1.0;
+    double end = now() + ns * 1e-9, x = x0;
+    while (now() < end)
+        for (int i = 0; i < 64; i++) x = x * 1.0000001 + 1e-9;
+    x0 = x;
+}
+
 static struct rte_mempool *pool;
 static char runtime_dir[512];
+static int is_memif;
 
 /* The EAL leaves /var/run/dpdk/<file-prefix> behind; it is ours alone. */
 static void stop(void)
@@ -65,10 +101,20 @@ static void stop(void)
     rmdir(runtime_dir);
 }
 
-static void start(const char *role, const char *sock)
+static void fail(const char *what)
+{
+    fprintf(stderr, "dpdk_pingpong: %s\n", what);
+    exit(1);
+}
+
+static void start(const char *role, const char *port)
 {
     char vdev[300], prefix[64];
-    snprintf(vdev, sizeof vdev, "--vdev=net_memif0,role=%s,socket=%s,socket-abstract=no", role, sock);
+    is_memif = strncmp(port, "af_packet:", 10) != 0;
+    if (is_memif)
+        snprintf(vdev, sizeof vdev, "--vdev=net_memif0,role=%s,socket=%s,socket-abstract=no", role, port);
+    else
+        snprintf(vdev, sizeof vdev, "--vdev=net_af_packet0,iface=%s", port + 10);
     snprintf(prefix, sizeof prefix, "--file-prefix=cx-pingpong-%d", (int)getpid());
     char *argv[] = {"dpdk_pingpong", "--no-huge", "--no-pci", "-m", "128", "--no-telemetry",
                     "-l", "0", "--log-level=warning", prefix, vdev, NULL};
@@ -85,16 +131,11 @@ static void start(const char *role, const char *sock)
     memset(&conf, 0, sizeof conf);
     if (!pool || rte_eth_dev_configure(0, 1, 1, &conf) < 0 ||
         rte_eth_rx_queue_setup(0, 0, 1024, 0, NULL, pool) < 0 ||
-        rte_eth_tx_queue_setup(0, 0, 1024, 0, NULL) < 0) {
-        fprintf(stderr, "dpdk_pingpong: port setup failed\n");
-        exit(1);
-    }
+        rte_eth_tx_queue_setup(0, 0, 1024, 0, NULL) < 0)
+        fail("port setup failed");
     double t0 = now();
-    while (rte_eth_dev_start(0) < 0) { /* a client waits for its server's socket */
-        if (now() - t0 > 10) {
-            fprintf(stderr, "dpdk_pingpong: memif port would not start\n");
-            exit(1);
-        }
+    while (rte_eth_dev_start(0) < 0) { /* a memif client waits for its server's socket */
+        if (now() - t0 > 10) fail("port would not start");
         rte_eth_dev_stop(0);
         usleep(200000);
     }
@@ -107,31 +148,134 @@ static void start(const char *role, const char *sock)
     do {
         rte_eth_link_get_nowait(0, &l);
     } while (!l.link_status && now() - t0 < 20);
-    if (!l.link_status) {
-        fprintf(stderr, "dpdk_pingpong: memif link did not come up\n");
-        exit(1);
-    }
+    if (!l.link_status) fail("link did not come up");
 }
 
-static struct rte_mbuf *frame(size_t len)
+static uint8_t mark(struct rte_mbuf *m)
+{
+    const uint8_t *d = rte_pktmbuf_mtod(m, const uint8_t *);
+    return m->data_len > 22 && d[0] == 0x02 ? d[1] : 0;
+}
+
+static uint64_t num(struct rte_mbuf *m, unsigned off)
+{
+    uint64_t v;
+    memcpy(&v, rte_pktmbuf_mtod(m, const uint8_t *) + off, sizeof v);
+    return v;
+}
+
+/* A frame of HDRS + len bytes; the payload copied from src when given. */
+static struct rte_mbuf *frame(uint8_t mk, size_t len, const uint8_t *src)
 {
     struct rte_mbuf *m;
     while (!(m = rte_pktmbuf_alloc(pool)))
         ;
-    uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)len);
-    if (!d) {
-        fprintf(stderr, "dpdk_pingpong: a %zu-byte frame does not fit an mbuf\n", len);
-        exit(1);
-    }
-    memset(d, 0xab, 14); /* the receiver looks at nothing but sizes and the mark d[1] */
-    d[0] = 0x02;
+    uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(HDRS + len));
+    if (!d) fail("a frame does not fit an mbuf");
+    memset(d, 0xab, 30);
+    d[0] = 0x02, d[1] = mk, d[12] = 0x88, d[13] = 0xb5; /* local experimental ethertype */
+    if (src) memcpy(d + HDRS, src, len);
     return m;
 }
 
-static void send1(struct rte_mbuf *m)
+/* bibw: both ends stream at once, so an end whose transmit ring is full receives meanwhile
+ * (else both could wait on full rings forever); drain_fn is that end's receiver. */
+static void (*drain_fn)(void);
+static int draining;
+
+static void send_burst(struct rte_mbuf **m, unsigned k)
 {
-    while (rte_eth_tx_burst(0, 0, &m, 1) == 0)
-        ;
+    unsigned sent = 0;
+    while (sent < k) {
+        unsigned s = rte_eth_tx_burst(0, 0, m + sent, (uint16_t)(k - sent));
+        sent += s;
+        if (!s && drain_fn && !draining) {
+            draining = 1;
+            drain_fn();
+            draining = 0;
+        }
+    }
+}
+
+static void send_ctl(uint8_t mk, uint64_t a, uint64_t b)
+{
+    struct rte_mbuf *m = frame(mk, 0, NULL);
+    memcpy(rte_pktmbuf_mtod(m, uint8_t *) + 14, &a, 8);
+    memcpy(rte_pktmbuf_mtod(m, uint8_t *) + 22, &b, 8);
+    send_burst(&m, 1);
+}
+
+/* Sends one message of size bytes as frames marked mk, the last one marked last_mk. */
+static void send_msg(size_t size, uint8_t mk, uint8_t last_mk, const uint8_t *src)
+{
+    size_t frames = size ? (size + PAYLOAD - 1) / PAYLOAD : 1;
+    for (size_t f = 0; f < frames;) {
+        struct rte_mbuf *m[BURST];
+        unsigned k = 0;
+        for (; k < BURST && f + k < frames; k++) {
+            size_t off = (f + k) * PAYLOAD, len = size - off < PAYLOAD ? size - off : PAYLOAD;
+            m[k] = frame(f + k == frames - 1 ? last_mk : mk, len, src ? src + off : NULL);
+        }
+        send_burst(m, k);
+        f += k;
+    }
+}
+
+static size_t frames_of(size_t size) { return size ? (size + PAYLOAD - 1) / PAYLOAD : 1; }
+
+/* ---- the server ---- */
+static uint64_t srv_bytes, srv_data_frames;
+static uint8_t *srv_buf;
+
+/* Serves one frame: echoes, counts, window ends. Returns its mark; a command's mbuf is the
+ * caller's to free, every other one is consumed. */
+static uint8_t serve_frame(struct rte_mbuf *m)
+{
+    uint8_t mk = mark(m);
+    if (mk == M_DATA || mk == M_WEND) srv_bytes += m->data_len - HDRS;
+    srv_data_frames += mk == M_DATA;
+    if (mk == M_ECHO) {
+        send_burst(&m, 1);
+        return mk;
+    }
+    if (mk == M_WEND) send_ctl(M_WEND, srv_bytes, 0);
+    else if (mk == M_RESET) srv_bytes = 0;
+    if (mk != M_BILAT && mk != M_BIBW) rte_pktmbuf_free(m);
+    return mk;
+}
+
+static void srv_drain(void)
+{
+    struct rte_mbuf *m[BURST];
+    uint16_t n = rte_eth_rx_burst(0, 0, m, BURST);
+    for (uint16_t i = 0; i < n; i++) {
+        uint8_t mk = serve_frame(m[i]);
+        if (mk == M_BILAT || mk == M_BIBW) rte_pktmbuf_free(m[i]); /* no command inside a command */
+    }
+}
+
+/* Each round: our message out, then wait for the client's (counted from base on). */
+static void srv_bilat(uint64_t rounds, size_t size, uint64_t base)
+{
+    size_t fr = frames_of(size);
+    double t0 = now();
+    for (uint64_t i = 0; i < rounds; i++) {
+        send_msg(size, M_PEER, M_PEER, srv_buf);
+        while (srv_data_frames - base < (i + 1) * fr) {
+            srv_drain();
+            if (now() - t0 > WAIT_S * 10) return;
+        }
+    }
+}
+
+static void srv_bibw(uint64_t n, size_t size)
+{
+    drain_fn = srv_drain;
+    for (uint64_t i = 0; i < n; i++) {
+        send_msg(size, M_PEER, i == n - 1 ? M_PEND : M_PEER, srv_buf);
+        srv_drain();
+    }
+    drain_fn = NULL;
 }
 
 static int server(void)
@@ -139,60 +283,145 @@ static int server(void)
     struct rte_mbuf *m[BURST];
     struct rte_eth_link l;
     double last_check = now();
+    srv_buf = calloc(1, 1 << 20);
     for (;;) {
         uint16_t n = rte_eth_rx_burst(0, 0, m, BURST);
+        uint8_t cmd = 0;
+        uint64_t a = 0, b = 0, base = 0;
         for (uint16_t i = 0; i < n; i++) {
-            /* echo: lat pings, and the last frame of each bw message (marked 0xee) */
-            uint8_t mark = rte_pktmbuf_mtod(m[i], uint8_t *)[1];
-            if (mark == 0xee || mark == 0xab)
-                send1(m[i]);
-            else
+            uint8_t mk = serve_frame(m[i]);
+            if (mk == M_BILAT || mk == M_BIBW) { /* run once the rest of the burst is served */
+                cmd = mk, a = num(m[i], 14), b = num(m[i], 22), base = srv_data_frames;
                 rte_pktmbuf_free(m[i]);
+            } else if (mk == M_QUIT) {
+                goto out;
+            }
         }
-        if (!n && now() - last_check > 0.2) {
+        if (b > (1u << 20)) b = 1u << 20;
+        if (cmd == M_BILAT) srv_bilat(a, b, base);
+        else if (cmd == M_BIBW) srv_bibw(a, b);
+        if (!n && is_memif && now() - last_check > 0.2) {
             last_check = now();
             rte_eth_link_get_nowait(0, &l);
-            if (!l.link_status)
-                break; /* the client left */
+            if (!l.link_status) break; /* the client left */
         }
     }
+out:
     stop();
     return 0;
 }
 
-static uint64_t rx_wait(uint64_t want)
+/* ---- the client ---- */
+static uint64_t cl_wend_bytes; /* from the last M_WEND answer */
+static uint64_t cl_peer, cl_ends; /* bibw: the server's frames; its end (1) + our answer (2) */
+
+static void cl_drain(void)
 {
     struct rte_mbuf *m[BURST];
-    uint64_t got = 0;
-    while (got < want) {
-        uint16_t n = rte_eth_rx_burst(0, 0, m, BURST);
-        rte_pktmbuf_free_bulk(m, n);
-        got += n;
+    uint16_t k = rte_eth_rx_burst(0, 0, m, BURST);
+    for (uint16_t j = 0; j < k; j++) {
+        uint8_t mk = mark(m[j]);
+        cl_peer += mk == M_PEER || mk == M_PEND, cl_ends += mk == M_PEND;
+        if (mk == M_WEND) cl_wend_bytes = num(m[j], 14), cl_ends += 2;
     }
-    return got;
+    rte_pktmbuf_free_bulk(m, k);
+}
+
+static uint64_t cl_seen[256]; /* frames received per mark, since the start */
+
+/* Receives until `target` frames marked mk have come since the start (a burst may bring
+ * frames of the next round too: they stay counted); returns 0, or -1 after WAIT_S. */
+static int rx_wait(uint8_t mk, uint64_t target)
+{
+    struct rte_mbuf *m[BURST];
+    double t0 = now();
+    while (cl_seen[mk] < target) {
+        uint16_t n = rte_eth_rx_burst(0, 0, m, BURST);
+        for (uint16_t i = 0; i < n; i++) {
+            uint8_t k = mark(m[i]);
+            if (k == M_WEND) cl_wend_bytes = num(m[i], 14);
+            cl_seen[k]++;
+        }
+        rte_pktmbuf_free_bulk(m, n);
+        if (!n && now() - t0 > WAIT_S) return -1;
+    }
+    return 0;
+}
+
+static struct {
+    uint8_t **buf;
+    int nbuf, next, reuse_pct;
+    unsigned rng;
+} bs;
+
+static const uint8_t *next_buf(void)
+{
+    if (bs.reuse_pct >= 0) { /* buffer 0 with probability reuse_pct, else the others in FIFO */
+        bs.rng = bs.rng * 1103515245u + 12345u;
+        if ((int)((bs.rng >> 16) % 100) < bs.reuse_pct) return bs.buf[0];
+        bs.next = bs.next % (bs.nbuf - 1) + 1;
+        return bs.buf[bs.next];
+    }
+    const uint8_t *p = bs.buf[bs.next];
+    bs.next = (bs.next + 1) % bs.nbuf;
+    return p;
+}
+
+static int run_bw(long n, size_t size, long q, double compute_us)
+{
+    long lost = 0;
+    send_ctl(M_RESET, 0, 0);
+    double t0 = now();
+    long per = q > 0 ? q : n;
+    for (long i = 0; i < n; i += per) {
+        long k = i + per <= n ? per : n - i;
+        for (long j = 0; j < k; j++) {
+            send_msg(size, M_DATA, j == k - 1 ? M_WEND : M_DATA, next_buf());
+            if (compute_us > 0) spin_ns(compute_us * 1e3);
+        }
+        /* the window's answer; a lost window end is asked for again (as a window end with
+         * no payload), so a dropped frame costs a pause, not the run */
+        for (int tries = 0; rx_wait(M_WEND, cl_seen[M_WEND] + 1) < 0; tries++) {
+            if (tries == 3) fail("no answer to a window end");
+            send_ctl(M_WEND, 0, 0);
+        }
+    }
+    double dt = now() - t0;
+    uint64_t expect = (uint64_t)n * size;
+    if (cl_wend_bytes < expect) lost = (long)((expect - cl_wend_bytes + PAYLOAD - 1) / PAYLOAD);
+    printf("{\"driver\":\"dpdk-bare\",\"test\":\"bw\",\"size\":%zu,\"n\":%ld,\"q\":%ld,"
+           "\"compute_us\":%g,\"compute_share\":%.3f,\"MBps\":%.1f,\"lost\":%ld}\n", size, n, q,
+           compute_us, compute_us * 1e-6 * (double)n / dt, (double)cl_wend_bytes / dt / 1e6, lost);
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     if (argc >= 3 && !strcmp(argv[1], "server")) {
-        unlink(argv[2]); /* a memif server leaves its socket file behind */
+        if (strncmp(argv[2], "af_packet:", 10)) unlink(argv[2]); /* a memif server leaves its socket */
         start("server", argv[2]);
         return server();
     }
-    if (argc != 6 || strcmp(argv[1], "client")) {
-        fprintf(stderr, "usage: %s server <socket> | client <socket> <lat|bw> <n> <size>\n", argv[0]);
+    if (argc < 6 || strcmp(argv[1], "client")) {
+        fprintf(stderr, "usage: %s server <port> | client <port> <lat|bw|bilat|bibw> <n> <size> "
+                "[q [compute_us [buffers [reuse_pct]]]]\n", argv[0]);
         return 2;
     }
     start("client", argv[2]);
+    const char *test = argv[3];
     long n = atol(argv[4]);
     size_t size = (size_t)atol(argv[5]);
-    if (!strcmp(argv[3], "lat")) {
+    if (n < 1 || size > (1u << 20)) fail("bad n or size");
+    uint8_t *src = calloc(1, size ? size : 1);
+    size_t fr = frames_of(size);
+    int rc = 0;
+    if (!strcmp(test, "lat")) {
         long warm = n / 10 + 100;
         double *rtt = malloc(sizeof(double) * (size_t)n), sum = 0;
         for (long i = 0; i < warm + n; i++) {
             double t0 = now();
-            send1(frame(HDRS + size));
-            rx_wait(1);
+            send_msg(size, M_ECHO, M_ECHO, src);
+            if (rx_wait(M_ECHO, (uint64_t)(i + 1) * fr) < 0) fail("an echo was lost");
             if (i >= warm) {
                 rtt[i - warm] = now() - t0;
                 sum += rtt[i - warm];
@@ -201,30 +430,54 @@ int main(int argc, char **argv)
         qsort(rtt, (size_t)n, sizeof *rtt, cmp);
         printf("{\"driver\":\"dpdk-bare\",\"test\":\"lat\",\"size\":%zu,\"n\":%ld,\"median_us\":%.3f,"
                "\"avg_us\":%.3f}\n", size, n, rtt[n / 2] * 1e6 / 2, sum / (double)n * 1e6 / 2);
-    } else {
-        size_t frames = (size + PAYLOAD - 1) / PAYLOAD, last = size - (frames - 1) * PAYLOAD;
+    } else if (!strcmp(test, "bw")) {
+        long q = argc > 6 ? atol(argv[6]) : 0;
+        double cu = argc > 7 ? atof(argv[7]) : 0;
+        bs.nbuf = argc > 8 ? atoi(argv[8]) : 1;
+        bs.reuse_pct = argc > 9 ? atoi(argv[9]) : -1;
+        if (bs.nbuf < 1 || bs.nbuf > 1024 || (bs.reuse_pct >= 0 && bs.nbuf < 2)) fail("bad buffers");
+        bs.rng = 12345;
+        bs.buf = calloc((size_t)bs.nbuf, sizeof *bs.buf);
+        for (int i = 0; i < bs.nbuf; i++) {
+            bs.buf[i] = malloc(size ? size : 1);
+            memset(bs.buf[i], i, size); /* touched: no page faults while timed */
+        }
+        rc = run_bw(n, size, q, cu);
+    } else if (!strcmp(test, "bilat")) {
+        send_ctl(M_BILAT, (uint64_t)n, size);
         double t0 = now();
         for (long i = 0; i < n; i++) {
-            for (size_t f = 0; f < frames;) {
-                struct rte_mbuf *m[BURST];
-                unsigned k = 0;
-                for (; k < BURST && f + k < frames; k++) {
-                    int is_last = f + k == frames - 1;
-                    m[k] = frame(HDRS + (is_last ? last : PAYLOAD));
-                    rte_pktmbuf_mtod(m[k], uint8_t *)[1] = is_last && i == n - 1 ? 0xee : 0xcd;
-                }
-                unsigned sent = 0;
-                while (sent < k)
-                    sent += rte_eth_tx_burst(0, 0, m + sent, (uint16_t)(k - sent));
-                f += k;
-            }
+            send_msg(size, M_DATA, M_DATA, src);
+            if (rx_wait(M_PEER, (uint64_t)(i + 1) * fr) < 0) fail("a bilat message was lost");
         }
-        rx_wait(1); /* the server echoed the very last frame */
+        printf("{\"driver\":\"dpdk-bare\",\"test\":\"bilat\",\"size\":%zu,\"n\":%ld,\"round_us\":%.3f}\n",
+               size, n, (now() - t0) / (double)n * 1e6);
+    } else if (!strcmp(test, "bibw")) {
+        send_ctl(M_RESET, 0, 0);
+        send_ctl(M_BIBW, (uint64_t)n, size);
+        double t0 = now();
+        drain_fn = cl_drain;
+        for (long i = 0; i < n; i++) { /* ours out, theirs in, interleaved */
+            send_msg(size, M_DATA, i == n - 1 ? M_WEND : M_DATA, src);
+            cl_drain();
+        }
+        drain_fn = NULL;
+        /* the rest of theirs (the last frame M_PEND) and the answer to our last frame */
+        for (double tw = now(); cl_ends < 3 && now() - tw < WAIT_S;) cl_drain();
         double dt = now() - t0;
-        printf("{\"driver\":\"dpdk-bare\",\"test\":\"bw\",\"size\":%zu,\"n\":%ld,\"MBps\":%.1f}\n",
-               size, n, (double)n * (double)size / dt / 1e6);
+        uint64_t want = (uint64_t)n * fr, peer = cl_peer < want ? cl_peer : want;
+        uint64_t ours = cl_wend_bytes, theirs = peer * size / fr;
+        long lost = (long)(want - peer);
+        if (ours < (uint64_t)n * size) lost += (long)(((uint64_t)n * size - ours + PAYLOAD - 1) / PAYLOAD);
+        if (cl_ends < 3) rc = 1, fprintf(stderr, "dpdk_pingpong: bibw: the ends of the streams did not arrive\n");
+        printf("{\"driver\":\"dpdk-bare\",\"test\":\"bibw\",\"size\":%zu,\"n\":%ld,\"MBps\":%.1f,\"lost\":%ld}\n",
+               size, n, (double)(ours + theirs) / dt / 1e6, lost);
+    } else {
+        fail("unknown test");
     }
     fflush(stdout);
+    if (!is_memif) send_ctl(M_QUIT, 0, 0); /* af_packet has no link state to see us leave */
+    usleep(100000);
     stop();
-    return 0;
+    return rc;
 }
