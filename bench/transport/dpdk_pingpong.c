@@ -15,9 +15,12 @@
  *        buffer 0 with that probability (buffer reuse)
  *   dpdk_pingpong client <port> bilat <n> <size>  both ends send one message per round at once
  *   dpdk_pingpong client <port> bibw <n> <size>   both ends stream n messages at once
+ *   dpdk_pingpong client <port> <test>:<n>:<size>[:<q>...] ...   several tests, one port set-up;
+ *        test also overlap, reuse_fifo, reuse_pct (bw with those parameters, named as such)
  *
  * <port> is a memif socket path (the server is the memif server) or af_packet:<iface> (a
- * net_af_packet vdev on a kernel interface, e.g. one end of a veth pair). The client prints
+ * net_af_packet vdev with a 4096-frame ring on a kernel interface, e.g. one end of a veth
+ * pair: the default 512 frames drop most of a window of 64 KiB messages). The client prints
  * one JSON object: {"median_us","avg_us"} (lat), {"round_us"} (bilat) or {"MBps"} (payload
  * bytes the server received, MB = 10^6), with "lost" = frames that did not arrive. Both ends
  * busy-poll. The server exits when the client is gone after having connected (memif) or on
@@ -114,7 +117,7 @@ static void start(const char *role, const char *port)
     if (is_memif)
         snprintf(vdev, sizeof vdev, "--vdev=net_memif0,role=%s,socket=%s,socket-abstract=no", role, port);
     else
-        snprintf(vdev, sizeof vdev, "--vdev=net_af_packet0,iface=%s", port + 10);
+        snprintf(vdev, sizeof vdev, "--vdev=net_af_packet0,iface=%s,framecnt=4096", port + 10);
     snprintf(prefix, sizeof prefix, "--file-prefix=cx-pingpong-%d", (int)getpid());
     char *argv[] = {"dpdk_pingpong", "--no-huge", "--no-pci", "-m", "128", "--no-telemetry",
                     "-l", "0", "--log-level=warning", prefix, vdev, NULL};
@@ -314,6 +317,7 @@ out:
 /* ---- the client ---- */
 static uint64_t cl_wend_bytes; /* from the last M_WEND answer */
 static uint64_t cl_peer, cl_ends; /* bibw: the server's frames; its end (1) + our answer (2) */
+static double cl_last;            /* bibw: when the last frame came */
 
 static void cl_drain(void)
 {
@@ -325,6 +329,7 @@ static void cl_drain(void)
         if (mk == M_WEND) cl_wend_bytes = num(m[j], 14), cl_ends += 2;
     }
     rte_pktmbuf_free_bulk(m, k);
+    if (k) cl_last = now();
 }
 
 static uint64_t cl_seen[256]; /* frames received per mark, since the start */
@@ -367,7 +372,7 @@ static const uint8_t *next_buf(void)
     return p;
 }
 
-static int run_bw(long n, size_t size, long q, double compute_us)
+static int run_bw(const char *as, long n, size_t size, long q, double compute_us)
 {
     long lost = 0;
     send_ctl(M_RESET, 0, 0);
@@ -389,10 +394,96 @@ static int run_bw(long n, size_t size, long q, double compute_us)
     double dt = now() - t0;
     uint64_t expect = (uint64_t)n * size;
     if (cl_wend_bytes < expect) lost = (long)((expect - cl_wend_bytes + PAYLOAD - 1) / PAYLOAD);
-    printf("{\"driver\":\"dpdk-bare\",\"test\":\"bw\",\"size\":%zu,\"n\":%ld,\"q\":%ld,"
-           "\"compute_us\":%g,\"compute_share\":%.3f,\"MBps\":%.1f,\"lost\":%ld}\n", size, n, q,
-           compute_us, compute_us * 1e-6 * (double)n / dt, (double)cl_wend_bytes / dt / 1e6, lost);
+    printf("{\"driver\":\"dpdk-bare\",\"test\":\"bw\",\"as\":\"%s\",\"size\":%zu,\"n\":%ld,\"q\":%ld,"
+           "\"compute_us\":%g,\"buffers\":%d,\"reuse_pct\":%d,\"compute_share\":%.3f,\"MBps\":%.1f,"
+           "\"lost\":%ld}\n", as, size, n, q, compute_us, bs.nbuf, bs.reuse_pct, compute_us * 1e-6 * (double)n / dt, (double)cl_wend_bytes / dt / 1e6, lost);
     return 0;
+}
+
+/* Runs one test: a[0] = lat|bw|bilat|bibw|overlap|reuse_fifo|reuse_pct (the last three are
+ * bw with their parameters), a[1] = n, a[2] = size, a[3..] = bw's q, compute_us, buffers,
+ * reuse_pct. Prints one JSON line; "as" names the test of bench/micro it stands for. */
+static int run_one(int na, char **a)
+{
+    const char *test = a[0], *as = test;
+    if (na < 3) fail("a test needs <name> <n> <size>");
+    long n = atol(a[1]);
+    size_t size = (size_t)atol(a[2]);
+    if (n < 1 || size > (1u << 20)) fail("bad n or size");
+    if (!strcmp(test, "overlap") || !strncmp(test, "reuse_", 6)) test = "bw";
+    uint8_t *src = calloc(1, size ? size : 1);
+    size_t fr = frames_of(size);
+    int rc = 0;
+    if (!strcmp(test, "lat")) {
+        long warm = n / 10 + 100;
+        uint64_t base = cl_seen[M_ECHO];
+        double *rtt = malloc(sizeof(double) * (size_t)n), sum = 0;
+        for (long i = 0; i < warm + n; i++) {
+            double t0 = now();
+            send_msg(size, M_ECHO, M_ECHO, src);
+            if (rx_wait(M_ECHO, base + (uint64_t)(i + 1) * fr) < 0) fail("an echo was lost");
+            if (i >= warm) {
+                rtt[i - warm] = now() - t0;
+                sum += rtt[i - warm];
+            }
+        }
+        qsort(rtt, (size_t)n, sizeof *rtt, cmp);
+        printf("{\"driver\":\"dpdk-bare\",\"test\":\"lat\",\"as\":\"lat\",\"size\":%zu,\"n\":%ld,"
+               "\"median_us\":%.3f,\"avg_us\":%.3f}\n", size, n, rtt[n / 2] * 1e6 / 2,
+               sum / (double)n * 1e6 / 2);
+        free(rtt);
+    } else if (!strcmp(test, "bw")) {
+        long q = na > 3 ? atol(a[3]) : 0;
+        double cu = na > 4 ? atof(a[4]) : 0;
+        bs.nbuf = na > 5 ? atoi(a[5]) : 1;
+        bs.reuse_pct = na > 6 ? atoi(a[6]) : -1;
+        bs.next = 0, bs.rng = 12345;
+        if (bs.nbuf < 1 || bs.nbuf > 1024 || (bs.reuse_pct >= 0 && bs.nbuf < 2)) fail("bad buffers");
+        bs.buf = calloc((size_t)bs.nbuf, sizeof *bs.buf);
+        for (int i = 0; i < bs.nbuf; i++) {
+            bs.buf[i] = malloc(size ? size : 1);
+            memset(bs.buf[i], i, size); /* touched: no page faults while timed */
+        }
+        rc = run_bw(as, n, size, q, cu);
+        for (int i = 0; i < bs.nbuf; i++) free(bs.buf[i]);
+        free(bs.buf);
+    } else if (!strcmp(test, "bilat")) {
+        uint64_t base = cl_seen[M_PEER];
+        send_ctl(M_BILAT, (uint64_t)n, size);
+        double t0 = now();
+        for (long i = 0; i < n; i++) {
+            send_msg(size, M_DATA, M_DATA, src);
+            if (rx_wait(M_PEER, base + (uint64_t)(i + 1) * fr) < 0) fail("a bilat message was lost");
+        }
+        printf("{\"driver\":\"dpdk-bare\",\"test\":\"bilat\",\"as\":\"bilat\",\"size\":%zu,\"n\":%ld,"
+               "\"round_us\":%.3f}\n", size, n, (now() - t0) / (double)n * 1e6);
+    } else if (!strcmp(test, "bibw")) {
+        cl_peer = cl_ends = cl_wend_bytes = 0;
+        send_ctl(M_RESET, 0, 0);
+        send_ctl(M_BIBW, (uint64_t)n, size);
+        double t0 = now();
+        cl_last = t0;
+        drain_fn = cl_drain;
+        for (long i = 0; i < n; i++) { /* ours out, theirs in, interleaved */
+            send_msg(size, M_DATA, i == n - 1 ? M_WEND : M_DATA, src);
+            cl_drain();
+        }
+        drain_fn = NULL;
+        /* the rest of theirs (the last frame M_PEND) and the answer to our last frame */
+        for (double tw = now(); cl_ends < 3 && now() - tw < 2;) cl_drain();
+        double dt = cl_last - t0; /* a lost end frame (af_packet) must not count its wait */
+        uint64_t want = (uint64_t)n * fr, peer = cl_peer < want ? cl_peer : want;
+        uint64_t ours = cl_wend_bytes, theirs = peer * size / fr;
+        long lost = (long)(want - peer);
+        if (ours < (uint64_t)n * size) lost += (long)(((uint64_t)n * size - ours + PAYLOAD - 1) / PAYLOAD);
+        printf("{\"driver\":\"dpdk-bare\",\"test\":\"bibw\",\"as\":\"bibw\",\"size\":%zu,\"n\":%ld,"
+               "\"MBps\":%.1f,\"lost\":%ld}\n", size, n, (double)(ours + theirs) / dt / 1e6, lost);
+    } else {
+        fail("unknown test");
+    }
+    fflush(stdout);
+    free(src);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -402,80 +493,24 @@ int main(int argc, char **argv)
         start("server", argv[2]);
         return server();
     }
-    if (argc < 6 || strcmp(argv[1], "client")) {
-        fprintf(stderr, "usage: %s server <port> | client <port> <lat|bw|bilat|bibw> <n> <size> "
-                "[q [compute_us [buffers [reuse_pct]]]]\n", argv[0]);
+    if (argc < 4 || strcmp(argv[1], "client")) {
+        fprintf(stderr, "usage: %s server <port> | client <port> <test> <n> <size> [q [compute_us "
+                "[buffers [reuse_pct]]]] | client <port> <test>:<n>:<size>[:q...] ...\n", argv[0]);
         return 2;
     }
     start("client", argv[2]);
-    const char *test = argv[3];
-    long n = atol(argv[4]);
-    size_t size = (size_t)atol(argv[5]);
-    if (n < 1 || size > (1u << 20)) fail("bad n or size");
-    uint8_t *src = calloc(1, size ? size : 1);
-    size_t fr = frames_of(size);
     int rc = 0;
-    if (!strcmp(test, "lat")) {
-        long warm = n / 10 + 100;
-        double *rtt = malloc(sizeof(double) * (size_t)n), sum = 0;
-        for (long i = 0; i < warm + n; i++) {
-            double t0 = now();
-            send_msg(size, M_ECHO, M_ECHO, src);
-            if (rx_wait(M_ECHO, (uint64_t)(i + 1) * fr) < 0) fail("an echo was lost");
-            if (i >= warm) {
-                rtt[i - warm] = now() - t0;
-                sum += rtt[i - warm];
-            }
+    if (!strchr(argv[3], ':')) {
+        rc = run_one(argc - 3, argv + 3);
+    } else { /* several tests, one per argument, on one port set-up */
+        for (int i = 3; i < argc && !rc; i++) {
+            char *a[8], *save = NULL;
+            int na = 0;
+            for (char *t = strtok_r(argv[i], ":", &save); t && na < 8; t = strtok_r(NULL, ":", &save))
+                a[na++] = t;
+            rc = run_one(na, a);
         }
-        qsort(rtt, (size_t)n, sizeof *rtt, cmp);
-        printf("{\"driver\":\"dpdk-bare\",\"test\":\"lat\",\"size\":%zu,\"n\":%ld,\"median_us\":%.3f,"
-               "\"avg_us\":%.3f}\n", size, n, rtt[n / 2] * 1e6 / 2, sum / (double)n * 1e6 / 2);
-    } else if (!strcmp(test, "bw")) {
-        long q = argc > 6 ? atol(argv[6]) : 0;
-        double cu = argc > 7 ? atof(argv[7]) : 0;
-        bs.nbuf = argc > 8 ? atoi(argv[8]) : 1;
-        bs.reuse_pct = argc > 9 ? atoi(argv[9]) : -1;
-        if (bs.nbuf < 1 || bs.nbuf > 1024 || (bs.reuse_pct >= 0 && bs.nbuf < 2)) fail("bad buffers");
-        bs.rng = 12345;
-        bs.buf = calloc((size_t)bs.nbuf, sizeof *bs.buf);
-        for (int i = 0; i < bs.nbuf; i++) {
-            bs.buf[i] = malloc(size ? size : 1);
-            memset(bs.buf[i], i, size); /* touched: no page faults while timed */
-        }
-        rc = run_bw(n, size, q, cu);
-    } else if (!strcmp(test, "bilat")) {
-        send_ctl(M_BILAT, (uint64_t)n, size);
-        double t0 = now();
-        for (long i = 0; i < n; i++) {
-            send_msg(size, M_DATA, M_DATA, src);
-            if (rx_wait(M_PEER, (uint64_t)(i + 1) * fr) < 0) fail("a bilat message was lost");
-        }
-        printf("{\"driver\":\"dpdk-bare\",\"test\":\"bilat\",\"size\":%zu,\"n\":%ld,\"round_us\":%.3f}\n",
-               size, n, (now() - t0) / (double)n * 1e6);
-    } else if (!strcmp(test, "bibw")) {
-        send_ctl(M_RESET, 0, 0);
-        send_ctl(M_BIBW, (uint64_t)n, size);
-        double t0 = now();
-        drain_fn = cl_drain;
-        for (long i = 0; i < n; i++) { /* ours out, theirs in, interleaved */
-            send_msg(size, M_DATA, i == n - 1 ? M_WEND : M_DATA, src);
-            cl_drain();
-        }
-        drain_fn = NULL;
-        /* the rest of theirs (the last frame M_PEND) and the answer to our last frame */
-        for (double tw = now(); cl_ends < 3 && now() - tw < WAIT_S;) cl_drain();
-        double dt = now() - t0;
-        uint64_t want = (uint64_t)n * fr, peer = cl_peer < want ? cl_peer : want;
-        uint64_t ours = cl_wend_bytes, theirs = peer * size / fr;
-        long lost = (long)(want - peer);
-        if (ours < (uint64_t)n * size) lost += (long)(((uint64_t)n * size - ours + PAYLOAD - 1) / PAYLOAD);
-        if (cl_ends < 3) rc = 1, fprintf(stderr, "dpdk_pingpong: bibw: the ends of the streams did not arrive\n");
-        printf("{\"driver\":\"dpdk-bare\",\"test\":\"bibw\",\"size\":%zu,\"n\":%ld,\"MBps\":%.1f,\"lost\":%ld}\n",
-               size, n, (double)(ours + theirs) / dt / 1e6, lost);
-    } else {
-        fail("unknown test");
     }
-    fflush(stdout);
     if (!is_memif) send_ctl(M_QUIT, 0, 0); /* af_packet has no link state to see us leave */
     usleep(100000);
     stop();
