@@ -40,7 +40,7 @@ def test_summary_has_every_row(tmp_path):
         assert f"| {test} | driver | {link} |" in head, (test, link)
         line = [l for l in cover.splitlines() if l.startswith(f"| driver | {test} |")]
         assert line, test
-        links = ["shm", "tcp", "ucx", "dpdk", "tls"]
+        links = ["shm", "tcp", "ucx", "dpdk", "af_packet", "tls"]
         assert line[0].split("|")[3 + links.index(link)].strip().startswith("✓"), (test, link, line)
     # the layers: channel and pipe latency, bandwidth and CPU; channel beside bench/channel's peers
     for layer in ("channel", "pipe"):
