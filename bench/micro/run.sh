@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The microbenchmark suite over every raw link, with its peers, all in one run:
-#   Conflux: micro_bench shm|tcp|ucx|tls (all tests + hot-spot), micro_dpdk (memif),
+#   Conflux: micro_bench shm|tcp|ucx|tls (all tests + hot-spot),
 #            layer_chan, layer_pipe (the event-channel and pipe layers: latency, windowed
 #            bandwidth, CPU; the pipe layer over a space server, confluxd --role=space)
+#            micro_dpdk over memif, over af_packet (veth between two namespaces made here) and
+#            its hot-spot through a memif switch
 #   peers:   Open MPI (mpi_micro.c, OSU style; btl vader = shm, btl tcp = tcp, pml ucx = ucx),
-#            ucx_perftest
-#            (UCX_TLS=posix for shm, $CX_BENCH_UCX_TLS for ucx), sockperf and iperf3 (tcp),
-#            the bare DPDK memif ping-pong (bench/transport/dpdk_pingpong.c)
+#            ucx_perftest (UCX_TLS=posix for shm, $CX_BENCH_UCX_TLS for ucx), sockperf and
+#            iperf3 (tcp), the bare DPDK peer (bench/transport/dpdk_pingpong.c, memif and
+#            af_packet), ZeroMQ (peer_zmq.c: the channel layer), NATS core (peer_nats.c: pipes)
 # Every row, with its command, goes to bench/results/micro.jsonl (replaced each run).
 #   bench/micro/run.sh [--quick]       (env: REPS, CX_BENCH_UCX_TLS=tcp, HOT_PEERS, PARTS)
 set -uo pipefail
@@ -106,7 +108,7 @@ dpdk_stop() { # <pid>: a server exits once its client is gone; give it 5 s
 dpdk_pair() { # <program> <server port> <client port> <client args...>: the client's JSON lines
   local prog=$1 sp=$2 cp=$3; shift 3
   "${NSA[@]}" "$prog" server "$sp" >"$tmp/dpdk-server.log" 2>&1 & local s=$!; pids+=("$s")
-  for _ in $(seq 300); do grep -q '^ready' "$tmp/dpdk-server.log" && break; sleep 0.1; done
+  for _ in $(seq 300); do grep -q '^ready' "$tmp/dpdk-server.log" 2>/dev/null && break; sleep 0.1; done
   timeout "$TMO" "${NSB[@]}" "$prog" client "$cp" "$@" 2>>"$tmp/dpdk-client.log" | grep '^{'
   dpdk_stop "$s"
 }
@@ -158,11 +160,11 @@ dpdk_links() {
 dpdk_hotspot() { # the hot node and HOT_PEERS servers, all memif clients of one bare DPDK switch
   local sock="$tmp/switch.sock" prefix="cx-micro-switch-$$" sw s j
   "$B/memif_switch" "$sock" $((HOT_PEERS + 1)) "$prefix" >"$tmp/switch.log" 2>&1 & sw=$!; pids+=("$sw")
-  for _ in $(seq 300); do grep -q '^ready' "$tmp/switch.log" && break; sleep 0.1; done
+  for _ in $(seq 300); do grep -q '^ready' "$tmp/switch.log" 2>/dev/null && break; sleep 0.1; done
   local srv=()
   for j in $(seq "$HOT_PEERS"); do
     "$B/micro_dpdk" server "switch:$sock:$j" "10.79.0.$j" block >"$tmp/hot-$j.log" 2>&1 & s=$!; pids+=("$s"); srv+=("$s")
-    for _ in $(seq 300); do grep -q '^ready' "$tmp/hot-$j.log" && break; sleep 0.1; done
+    for _ in $(seq 300); do grep -q '^ready' "$tmp/hot-$j.log" 2>/dev/null && break; sleep 0.1; done
   done
   cmd="bench/micro/build/memif_switch S $((HOT_PEERS + 1)) P & for j in 1..$HOT_PEERS: bench/micro/build/micro_dpdk server switch:S:\$j 10.79.0.\$j block & bench/micro/build/micro_dpdk client switch:S:0 hotspot $mode $REPS $HOT_PEERS"
   say "$cmd"
@@ -186,6 +188,15 @@ if part chan && [ -x "$B/layer_chan" ]; then
   timeout "$TMO" "$B/layer_chan" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" ||
     { say "layer_chan failed: $(tail -2 "$tmp/err")"; status=1; }
 fi
+# its peer with the same tests: ZeroMQ (PUB/SUB + PUSH/PULL, as bench/channel uses it)
+if part chan && [ -x "$B/peer_zmq" ]; then
+  cmd="bench/micro/build/peer_zmq $mode $REPS"
+  say "$cmd"
+  timeout "$TMO" "$B/peer_zmq" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" zmq ||
+    { say "peer_zmq failed: $(tail -2 "$tmp/err")"; status=1; }
+elif part chan; then
+  say "channel layer's ZeroMQ peer not measured (libzmq-dev missing)"
+fi
 
 # the pipe layer, over one space server (no fsync: the messaging cost, not the disk's)
 CONFLUXD="$here/../../dataplane/build/bin/confluxd"
@@ -207,6 +218,20 @@ elif [ -x "$B/layer_pipe" ] && [ -x "$CONFLUXD" ]; then
   kill "$sp" 2>/dev/null; wait "$sp" 2>/dev/null
 else
   say "pipe layer not measured (dataplane/build/bin/confluxd not built)"
+fi
+# its peer with the same tests: NATS core through a nats-server of its own (nothing kept)
+if part pipe && [ -x "$B/peer_nats" ] && have nats-server; then
+  np=$(port)
+  printf 'listen: 127.0.0.1:%s\nmax_payload: 2097152\n' "$np" >"$tmp/nats.conf"   # 1 MiB segments fit
+  nats-server -c "$tmp/nats.conf" >"$tmp/nats.log" 2>&1 & ns=$!; pids+=("$ns")
+  for _ in $(seq 100); do grep -q 'Server is ready' "$tmp/nats.log" 2>/dev/null && break; sleep 0.05; done
+  cmd="nats-server -c C (listen 127.0.0.1:P, max_payload 2 MiB) & bench/micro/build/peer_nats 127.0.0.1:P $mode $REPS"
+  say "$cmd"
+  timeout "$TMO" "$B/peer_nats" "127.0.0.1:$np" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" nats ||
+    { say "peer_nats failed: $(tail -2 "$tmp/err")"; status=1; }
+  kill "$ns" 2>/dev/null; wait "$ns" 2>/dev/null
+elif part pipe; then
+  say "pipe layer's NATS peer not measured (nats-server missing)"
 fi
 
 # --- peers ------------------------------------------------------------------------------

@@ -1,0 +1,184 @@
+/* What the layer peers (peer_zmq.c, peer_nats.c) share with layer_chan.c and layer_pipe.c:
+ * the same sizes, windows and message counts, clocks, and micro.h's JSON rows. The echo
+ * protocol is theirs too: byte 0 of a message 'E' echoed at the same size, 'B' counted,
+ * 'W' counted and answered with struct peer_reply, 'C' answered likewise (zeroing the
+ * count), 'Q' quit. */
+#ifndef PEER_COMMON_H
+#define PEER_COMMON_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#define PEER_MAXREP 16
+#define PEER_MAXMSG (1u << 20)
+
+struct peer_reply { uint8_t kind, pad[7]; uint64_t count; double cpu_s; };
+
+static const size_t PEER_LQ[] = {8, 1024, 65536}, PEER_LF[] = {8, 64, 512, 4096, 32768, 262144, 1048576};
+static const size_t PEER_BQ[] = {64, 65536}, PEER_BF[] = {64, 512, 4096, 32768, 262144, 1048576};
+static const int PEER_QS[] = {8, 16, 64, 100};
+
+static inline double peer_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline double peer_cpu(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+/* Round trips per latency point and windows per bandwidth point: layer_chan.c's counts. */
+static inline long peer_lat_n(int quick, size_t size)
+{
+    return size >= 262144 ? (quick ? 50 : 300) : (quick ? 300 : 5000);
+}
+
+static inline long peer_windows(int quick, int q, size_t size)
+{
+    long bytes = (quick ? 4L : 64L) << 20, w = bytes / ((long)q * (long)(size + 48));
+    if (quick && w > 2000 / q) w = 2000 / q;
+    if (w > 20000 / q) w = 20000 / q;
+    return w < 4 ? 4 : w;
+}
+
+static inline int peer_cmpd(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One row: the median over r[0..reps) with min and max. */
+static inline void peer_emit(const char *layer, const char *note, const char *test, const char *params,
+                             const char *metric, const char *unit, const double *r, int reps, long n, int ok)
+{
+    double s[PEER_MAXREP];
+    memcpy(s, r, sizeof(double) * (size_t)reps);
+    qsort(s, (size_t)reps, sizeof *s, peer_cmpd);
+    double med = reps % 2 ? s[reps / 2] : (s[reps / 2 - 1] + s[reps / 2]) / 2;
+    printf("{\"layer\":\"%s\",\"link\":\"tcp\",\"test\":\"%s\",\"params\":{%s},\"metric\":\"%s\","
+           "\"unit\":\"%s\",\"median\":%.4g,\"min\":%.4g,\"max\":%.4g,\"reps\":[", layer, test, params,
+           metric, unit, med, s[0], s[reps - 1]);
+    for (int i = 0; i < reps; i++) printf("%s%.4g", i ? "," : "", r[i]);
+    printf("],\"n\":%ld,\"matched\":%s,\"note\":\"%s\"}\n", n, ok ? "true" : "false", note);
+    fflush(stdout);
+}
+
+/* A peer's transport: send one message (queued; flush sends what is queued), receive the
+ * next one (its length; exits the process after a timeout). */
+struct peer_io {
+    void *ctx;
+    void (*send)(void *ctx, const void *p, size_t n);
+    void (*flush)(void *ctx);
+    long (*recv)(void *ctx, void *buf);
+};
+
+/* The echo end: answers until 'Q'. */
+static inline void peer_serve(const struct peer_io *io)
+{
+    uint8_t *buf = malloc(PEER_MAXMSG);
+    uint64_t count = 0;
+    for (;;) {
+        long n = io->recv(io->ctx, buf);
+        struct peer_reply a = {.kind = 'A'};
+        switch (n > 0 ? buf[0] : 0) {
+        case 'E': io->send(io->ctx, buf, (size_t)n); io->flush(io->ctx); continue;
+        case 'B': count++; continue;
+        case 'W': count++, a.count = count; break;
+        case 'C': a.kind = 'C', a.count = count, count = 0; break;
+        case 'Q': free(buf); return;
+        default: continue;
+        }
+        a.cpu_s = peer_cpu();
+        io->send(io->ctx, &a, sizeof a);
+        io->flush(io->ctx);
+    }
+}
+
+/* The measuring end: latency against size, bandwidth with Q = 8, 16, 64, 100 outstanding
+ * (the window's last message answered), and at Q = 16 the CPU per message of both ends
+ * (getrusage) and the wall time; rows as layer_chan.c's (the CPU rows without its `wait`, so
+ * they stand beside the layer's whatever it waits with: the note says how this peer waits). */
+static inline void peer_measure(const struct peer_io *io, int quick, int reps, const char *layer,
+                                const char *note)
+{
+    uint8_t *buf = calloc(1, PEER_MAXMSG), *in = malloc(PEER_MAXMSG);
+    const size_t *ls = quick ? PEER_LQ : PEER_LF, *bs = quick ? PEER_BQ : PEER_BF;
+    size_t nl = quick ? 3 : 7, nb = quick ? 2 : 6;
+    char prm[128];
+    for (size_t i = 0; i < nl; i++) {
+        long n = peer_lat_n(quick, ls[i]);
+        double r[PEER_MAXREP], *rtt = malloc(sizeof(double) * (size_t)n);
+        int ok = 1;
+        buf[0] = 'E';
+        for (int k = 0; k < reps; k++) {
+            for (long j = -20; j < n; j++) {
+                double t0 = peer_now();
+                io->send(io->ctx, buf, ls[i]);
+                io->flush(io->ctx);
+                ok &= io->recv(io->ctx, in) == (long)ls[i];
+                if (j >= 0) rtt[j] = peer_now() - t0;
+            }
+            qsort(rtt, (size_t)n, sizeof *rtt, peer_cmpd);
+            r[k] = rtt[n / 2] * 1e6 / 2;
+        }
+        free(rtt);
+        snprintf(prm, sizeof prm, "\"size\":%zu", ls[i]);
+        peer_emit(layer, note, "lat", prm, "one_way_us", "us", r, reps, n, ok);
+    }
+    for (size_t qi = 0; qi < 4; qi++)
+        for (size_t i = 0; i < nb; i++) {
+            int q = PEER_QS[qi];
+            long w = peer_windows(quick, q, bs[i]);
+            double r[PEER_MAXREP], c[3][PEER_MAXREP];
+            int ok = 1;
+            struct peer_reply a;
+            for (int k = 0; k < reps; k++) {
+                buf[0] = 'C'; /* zero the count, read the echo end's CPU */
+                io->send(io->ctx, buf, 8);
+                io->flush(io->ctx);
+                io->recv(io->ctx, in);
+                memcpy(&a, in, sizeof a);
+                double c0 = a.cpu_s, self0 = peer_cpu(), t0 = peer_now();
+                for (long x = 0; x < w; x++) {
+                    for (int j = 0; j < q; j++) {
+                        buf[0] = j == q - 1 ? 'W' : 'B';
+                        io->send(io->ctx, buf, bs[i]);
+                    }
+                    io->flush(io->ctx);
+                    io->recv(io->ctx, in); /* the window's answer */
+                }
+                double dt = peer_now() - t0, self1 = peer_cpu();
+                memcpy(&a, in, sizeof a);
+                long msgs = w * q;
+                ok &= a.kind == 'A' && a.count == (uint64_t)msgs;
+                r[k] = (double)msgs * (double)bs[i] / dt / 1e6;
+                c[0][k] = (self1 - self0) / (double)msgs * 1e6;
+                c[1][k] = (a.cpu_s - c0) / (double)msgs * 1e6;
+                c[2][k] = dt / (double)msgs * 1e6;
+            }
+            snprintf(prm, sizeof prm, "\"size\":%zu,\"q\":%d", bs[i], q);
+            peer_emit(layer, note, "bw", prm, "MBps", "MB/s", r, reps, w * q, ok);
+            if (q == 16) {
+                snprintf(prm, sizeof prm, "\"size\":%zu,\"q\":16", bs[i]);
+                peer_emit(layer, note, "cpu", prm, "sender_cpu_us", "us/msg", c[0], reps, w * q, ok);
+                peer_emit(layer, note, "cpu", prm, "receiver_cpu_us", "us/msg", c[1], reps, w * q, ok);
+                peer_emit(layer, note, "cpu", prm, "wall_us", "us/msg", c[2], reps, w * q, ok);
+            }
+        }
+    buf[0] = 'Q';
+    io->send(io->ctx, buf, 8);
+    io->flush(io->ctx);
+    free(buf), free(in);
+}
+
+#endif
