@@ -65,7 +65,10 @@ def bare_rows(lines, a):
              "params": g["params"], "metric": g["metric"], "unit": g["unit"], "reps": vals, "n": g["n"],
              "matched": bool(vals), "cmd": a.cmd}
         notes = [a.note] if a.note else []
-        if g["lost"]:
+        if g["lost"] and g["test"] == "lat":
+            notes.append(f"{g['lost']} frames lost over the repetitions (no reliability: their "
+                         "rounds were run again)")
+        elif g["lost"]:
             notes.append(f"{g['lost']} frames lost over the repetitions (no reliability: the figure "
                          "counts the bytes that arrived)")
         if notes:
