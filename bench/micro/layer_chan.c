@@ -5,6 +5,8 @@
  *
  *   layer_chan <quick|full> [reps]
  *
+ * Also overlap and buffer reuse at 64 KiB, Q = 16 (layer_common.h).
+ *
  * This process forks the sink process; the source creates two typed reliable channels
  * ("ping": here -> there, "pong": back), the sink opens both. Events: 'E' echoed at the same
  * size, 'B' counted, 'W' counted and acknowledged (the end of a window), 'C' answered with
@@ -13,6 +15,7 @@
 #include "common/cx_error.h"
 #include "format/cx_format.h"
 #include "format/cx_format_registry.h"
+#include "layer_common.h"
 
 #include <sched.h>
 #include <signal.h>
@@ -168,6 +171,34 @@ static struct reply query(struct cx_chan_source *src, uint8_t *buf)
     return g_last;
 }
 
+/* layer_common.h's stream: windows of q events from the buffers, compute after each. */
+static double chan_stream(void *ctx, struct lbufs *b, int q, long windows, double compute_us, int *ok)
+{
+    struct cx_chan_source *src = ctx;
+    static uint8_t qbuf[64];
+    query(src, qbuf); /* zeroes the sink's count */
+    long acks0 = g_acks;
+    double t0 = now_s();
+    for (long x = 1; x <= windows; x++) {
+        for (int j = 0; j < q; j++) {
+            struct ev e = {.kind = j == q - 1 ? 'W' : 'B', .n = (uint32_t)b->size, .data = lb_next(b)};
+            submit(src, &e);
+            if (compute_us > 0) lb_spin_us(compute_us);
+        }
+        wait_count(&g_acks, acks0 + x);
+    }
+    double dt = now_s() - t0;
+    *ok &= query(src, qbuf).count == (uint64_t)(windows * q);
+    return (double)(windows * q) * (double)b->size / dt / 1e6;
+}
+
+static void emit_cb(void *ectx, const char *test, const char *params, const char *metric,
+                    const char *unit, const double *r, int nreps, long n, int ok)
+{
+    (void)ectx, (void)nreps;
+    emit(test, params, metric, unit, (double *)r, n, ok);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -271,6 +302,9 @@ int main(int argc, char **argv)
                 emit("cpu", prm, "wall_us", "us/msg", c[2], w * q, ok);
             }
         }
+    long ow = (quick ? 4L : 64L) << 20;
+    ow /= 16L * (65536 + 48);
+    layer_overlap_reuse(src, chan_stream, NULL, emit_cb, quick, reps, ow < 4 ? 4 : ow);
     struct ev qe = {.kind = 'Q', .n = 0, .data = buf};
     submit(src, &qe);
     int st;

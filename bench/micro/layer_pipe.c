@@ -5,11 +5,14 @@
  *
  *   layer_pipe <space address> <quick|full> [reps]
  *
+ * Also overlap and buffer reuse at 64 KiB, Q = 16 (layer_common.h).
+ *
  * This process writes pipe "ping" and reads pipe "pong"; a forked process reads "ping" and
  * writes "pong". Byte 0 of a segment says what it is: 'E' echoed at the same size, 'B'
  * counted, 'W' counted and acknowledged with the reader's count and process CPU seconds,
  * 'C' answered likewise (zeroing the count), 'Q' quit. */
 #include "common/cx_error.h"
+#include "layer_common.h"
 #include "pipe/cx_pipe.h"
 
 #include <errno.h>
@@ -113,6 +116,41 @@ static void emit(const char *test, const char *params, const char *metric, const
     fflush(stdout);
 }
 
+/* layer_common.h's stream over pipes w (out) and r (in): windows of q segments from the
+ * buffers (byte 0 says what a segment is), compute after each. */
+struct pipe_pair { int w, r; uint8_t *in; };
+
+static double pipe_stream(void *ctx, struct lbufs *b, int q, long windows, double compute_us, int *ok)
+{
+    struct pipe_pair *pp = ctx;
+    struct reply a;
+    uint8_t c[8] = {'C'};
+    wr(pp->w, c, sizeof c); /* zero the reader's count */
+    rd(pp->r, pp->in);
+    double t0 = now_s();
+    for (long x = 0; x < windows; x++) {
+        for (int j = 0; j < q; j++) {
+            uint8_t *p = lb_next(b);
+            p[0] = j == q - 1 ? 'W' : 'B';
+            wr(pp->w, p, b->size);
+            p[0] = 'B';
+            if (compute_us > 0) lb_spin_us(compute_us);
+        }
+        rd(pp->r, pp->in); /* the window's ack */
+    }
+    double dt = now_s() - t0;
+    memcpy(&a, pp->in, sizeof a);
+    *ok &= a.kind == 'A' && a.count == (uint64_t)(windows * q);
+    return (double)(windows * q) * (double)b->size / dt / 1e6;
+}
+
+static void emit_cb(void *ectx, const char *test, const char *params, const char *metric,
+                    const char *unit, const double *r, int nreps, long n, int ok)
+{
+    (void)ectx, (void)nreps;
+    emit(test, params, metric, unit, (double *)r, n, ok);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -203,6 +241,9 @@ int main(int argc, char **argv)
                 emit("cpu", prm, "wall_us", "us/msg", c[2], wn * q, ok);
             }
         }
+    long ow = ((quick ? 4L : 64L) << 20) / (16L * (65536 + 48));
+    struct pipe_pair pp = {w, r, in};
+    layer_overlap_reuse(&pp, pipe_stream, NULL, emit_cb, quick, reps, ow < 4 ? 4 : ow);
     buf[0] = 'Q';
     wr(w, buf, 8);
     int st;

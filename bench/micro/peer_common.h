@@ -13,6 +13,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "layer_common.h"
+
 #define PEER_MAXREP 16
 #define PEER_MAXMSG (1u << 20)
 
@@ -104,6 +106,44 @@ static inline void peer_serve(const struct peer_io *io)
     }
 }
 
+/* layer_common.h's stream and row printer over a peer's transport. */
+struct peer_ctx { const struct peer_io *io; uint8_t *in; const char *layer, *note; };
+
+static inline double peer_stream(void *ctx, struct lbufs *b, int q, long windows, double compute_us,
+                                 int *ok)
+{
+    struct peer_ctx *pc = ctx;
+    const struct peer_io *io = pc->io;
+    struct peer_reply a;
+    uint8_t c[8] = {'C'};
+    io->send(io->ctx, c, sizeof c); /* zero the count */
+    io->flush(io->ctx);
+    io->recv(io->ctx, pc->in);
+    double t0 = peer_now();
+    for (long x = 0; x < windows; x++) {
+        for (int j = 0; j < q; j++) {
+            uint8_t *p = lb_next(b);
+            p[0] = j == q - 1 ? 'W' : 'B';
+            io->send(io->ctx, p, b->size);
+            p[0] = 'B';
+            if (compute_us > 0) lb_spin_us(compute_us);
+        }
+        io->flush(io->ctx);
+        io->recv(io->ctx, pc->in);
+    }
+    double dt = peer_now() - t0;
+    memcpy(&a, pc->in, sizeof a);
+    *ok &= a.kind == 'A' && a.count == (uint64_t)(windows * q);
+    return (double)(windows * q) * (double)b->size / dt / 1e6;
+}
+
+static inline void peer_emit_cb(void *ectx, const char *test, const char *params, const char *metric,
+                                const char *unit, const double *r, int reps, long n, int ok)
+{
+    struct peer_ctx *pc = ectx;
+    peer_emit(pc->layer, pc->note, test, params, metric, unit, r, reps, n, ok);
+}
+
 /* The measuring end: latency against size, bandwidth with Q = 8, 16, 64, 100 outstanding
  * (the window's last message answered), and at Q = 16 the CPU per message of both ends
  * (getrusage) and the wall time; rows as layer_chan.c's (the CPU rows without its `wait`, so
@@ -175,6 +215,9 @@ static inline void peer_measure(const struct peer_io *io, int quick, int reps, c
                 peer_emit(layer, note, "cpu", prm, "wall_us", "us/msg", c[2], reps, w * q, ok);
             }
         }
+    struct peer_ctx pc = {io, in, layer, note};
+    long ow = ((quick ? 4L : 64L) << 20) / (16L * (65536 + 48));
+    layer_overlap_reuse(&pc, peer_stream, &pc, peer_emit_cb, quick, reps, ow < 4 ? 4 : ow);
     buf[0] = 'Q';
     io->send(io->ctx, buf, 8);
     io->flush(io->ctx);

@@ -84,20 +84,24 @@ done
 # here (removed on exit), and the hot-spot through a bare DPDK memif switch. Every end is a
 # process of its own (one EAL each); the client measures. Peer: bench/transport/dpdk_pingpong.
 PP="$here/../transport/build/dpdk_pingpong"
-NSA=() NSB=() NS_A="" NS_B=""
-afp_up() { # two namespaces joined by a veth pair VA-VB, IPv6 off (no stray frames)
-  NS_A=cxmicro-a-$$ NS_B=cxmicro-b-$$ VA=cxma$(($$ % 100000)) VB=cxmb$(($$ % 100000))
+NSA=() NSB=() NETNS=()
+mkns() { # <name>: a network namespace with IPv6 off (no stray frames on its veths), remembered
+  ip netns add "$1" && NETNS+=("$1") && ip netns exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+}
+netns_ok() {
   [ "$(id -u)" = 0 ] || { echo "network namespaces need root" >&2; return 1; }
   have ip || { echo "the ip command (iproute2) is missing" >&2; return 1; }
-  ip netns add "$NS_A" && ip netns add "$NS_B" &&
+}
+afp_up() { # two namespaces NS_A, NS_B joined by a veth pair VA-VB
+  NS_A=cxmicro-a-$$ NS_B=cxmicro-b-$$ VA=cxma$(($$ % 100000)) VB=cxmb$(($$ % 100000))
+  netns_ok && mkns "$NS_A" && mkns "$NS_B" &&
     ip link add "$VA" netns "$NS_A" type veth peer name "$VB" netns "$NS_B" &&
-    ip netns exec "$NS_A" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 &&
-    ip netns exec "$NS_B" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 &&
     ip -n "$NS_A" link set "$VA" up && ip -n "$NS_B" link set "$VB" up
 }
-afp_down() { # deleting a namespace takes its end of the veth pair, and so the pair, along
-  [ -n "$NS_A" ] && ip netns del "$NS_A" 2>/dev/null; [ -n "$NS_B" ] && ip netns del "$NS_B" 2>/dev/null
-  NS_A="" NS_B=""
+afp_down() { # deleting a namespace takes its ends of veth pairs, and so the pairs, along
+  local n
+  for n in "${NETNS[@]}"; do ip netns del "$n" 2>/dev/null; done
+  NETNS=()
   return 0
 }
 dpdk_stop() { # <pid>: a server exits once its client is gone; give it 5 s
@@ -117,11 +121,11 @@ bare_specs() { # the peer's tests, as dpdk_pingpong <test>:<n>:<size>[:q:compute
   mb=$(quick && echo 8 || echo 128)
   for sz in $LATS; do echo "lat:$(lat_iters "$sz"):$sz"; done
   for q in $QS; do for sz in $BWS; do
-    n=$((mb * 1048576 / (sz + 48))); [ "$n" -gt 200000 ] && n=200000; echo "bw:$n:$sz:$q"
+    n=$((mb * 1048576 / (sz + 48))); [ "$n" -gt 50000 ] && n=50000; echo "bw:$n:$sz:$q"   # 50000: as micro_tests.c
   done; done
   for sz in $BWS; do
     [ "$sz" -le 65536 ] && echo "bilat:$(lat_iters "$sz"):$sz"
-    n=$((mb * 1048576 / (sz + 48))); [ "$n" -gt 200000 ] && n=200000; echo "bibw:$n:$sz"
+    n=$((mb * 1048576 / (sz + 48))); [ "$n" -gt 50000 ] && n=50000; echo "bibw:$n:$sz"
   done
   n=$(quick && echo 256 || echo 2048)
   for c in $(quick && echo "0 2 5 10" || echo "0 2 5 10 20 50 100"); do echo "overlap:$n:65536:16:$c"; done
@@ -174,9 +178,37 @@ dpdk_hotspot() { # the hot node and HOT_PEERS servers, all memif clients of one 
   kill "$sw" 2>/dev/null; wait "$sw" 2>/dev/null
   rm -rf "/var/run/dpdk/$prefix"
 }
+dpdk_hotspot_afp() { # the hot node and HOT_PEERS servers, each in a namespace of its own,
+  # on veths to a Linux bridge in one more namespace; the driver on net_af_packet
+  local br=cxmicro-br-$$ j s srv=() id=$(($$ % 10000))
+  if ! { netns_ok && mkns "$br" && ip -n "$br" link add cxbr0 type bridge &&
+         ip -n "$br" link set cxbr0 up; } 2>"$tmp/afp.err"; then
+    say "af_packet hot-spot: not measured: $(tail -1 "$tmp/afp.err")"; afp_down; return
+  fi
+  for j in $(seq 0 "$HOT_PEERS"); do # 0 = the hot node
+    if ! { mkns "cxmicro-h$j-$$" &&
+           ip link add "cxh$j-$id" netns "cxmicro-h$j-$$" type veth peer name "cxb$j-$id" netns "$br" &&
+           ip -n "$br" link set "cxb$j-$id" master cxbr0 up && ip -n "cxmicro-h$j-$$" link set "cxh$j-$id" up; } \
+         2>"$tmp/afp.err"; then
+      say "af_packet hot-spot: not measured: $(tail -1 "$tmp/afp.err")"; afp_down; return
+    fi
+  done
+  for j in $(seq "$HOT_PEERS"); do
+    ip netns exec "cxmicro-h$j-$$" "$B/micro_dpdk" server "af_packet:cxh$j-$id" "10.79.0.$j" block \
+      >"$tmp/hot-$j.log" 2>&1 & s=$!; pids+=("$s"); srv+=("$s")
+    for _ in $(seq 300); do grep -q '^ready' "$tmp/hot-$j.log" 2>/dev/null && break; sleep 0.1; done
+  done
+  cmd="for j in 1..$HOT_PEERS: ip netns exec Hj bench/micro/build/micro_dpdk server af_packet:VHj 10.79.0.\$j block & ip netns exec H0 bench/micro/build/micro_dpdk client af_packet:VH0 hotspot $mode $REPS $HOT_PEERS (VHj: veth from namespace Hj to a bridge)"
+  say "$cmd"
+  timeout "$TMO" ip netns exec "cxmicro-h0-$$" "$B/micro_dpdk" client "af_packet:cxh0-$id" hotspot "$mode" "$REPS" \
+    "$HOT_PEERS" 2>>"$tmp/dpdk-client.log" | tag "$cmd"
+  for s in "${srv[@]}"; do dpdk_stop "$s"; done
+  afp_down
+}
 if [ -x "$B/micro_dpdk" ]; then
   part dpdk && dpdk_links
   part dpdk && [ -x "$B/memif_switch" ] && dpdk_hotspot
+  part dpdk && dpdk_hotspot_afp
 else
   say "dpdk: not measured (DPDK not installed)"
 fi

@@ -24,7 +24,7 @@
  * one JSON object: {"median_us","avg_us"} (lat), {"round_us"} (bilat) or {"MBps"} (payload
  * bytes the server received, MB = 10^6), with "lost" = frames that did not arrive. Both ends
  * busy-poll. The server exits when the client is gone after having connected (memif) or on
- * the client's quit frame. A wait longer than 10 s fails the run (exit 1). */
+ * the client's quit frame or SIGTERM. A wait longer than 10 s fails the run (exit 1). */
 #define _GNU_SOURCE
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -33,6 +33,7 @@
 
 #include <dirent.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,6 +231,8 @@ static void send_msg(size_t size, uint8_t mk, uint8_t last_mk, const uint8_t *sr
 static size_t frames_of(size_t size) { return size ? (size + PAYLOAD - 1) / PAYLOAD : 1; }
 
 /* ---- the server ---- */
+static volatile sig_atomic_t srv_stop; /* SIGTERM: leave the loop, clean the EAL's files up */
+static void on_term(int sig) { (void)sig; srv_stop = 1; }
 static uint64_t srv_bytes, srv_data_frames;
 static uint8_t *srv_buf;
 
@@ -290,7 +293,8 @@ static int server(void)
     struct rte_eth_link l;
     double last_check = now();
     srv_buf = calloc(1, 1 << 20);
-    for (;;) {
+    signal(SIGTERM, on_term);
+    while (!srv_stop) {
         uint16_t n = rte_eth_rx_burst(0, 0, m, BURST);
         uint8_t cmd = 0;
         uint64_t a = 0, b = 0, base = 0;
