@@ -50,6 +50,10 @@ def test_summary_has_every_row(tmp_path):
     # the layers' own peers: ZeroMQ beside the channel's CPU, NATS core beside the pipe's latency
     assert any(l.startswith("| cpu | channel | tcp |") and "| zmq |" in l for l in head.splitlines())
     assert any(l.startswith("| lat | pipe | tcp |") and "| nats |" in l for l in head.splitlines())
+    for layer, peer in (("channel", "zmq"), ("pipe", "nats")):
+        for test in ("overlap", "reuse_fifo", "reuse_pct"):
+            assert any(l.startswith(f"| {test} | {layer} | tcp |") and f"| {peer} |" in l
+                       for l in head.splitlines()), (layer, test)
     # the dpdk driver on af_packet, and the bare DPDK peer beside both dpdk columns
     for test in ("lat", "bw", "bilat", "bibw", "overlap", "reuse_fifo", "reuse_pct"):
         line = [l for l in cover.splitlines() if l.startswith(f"| driver | {test} |")][0]
@@ -80,8 +84,9 @@ def test_every_empty_cell_has_its_reason(tmp_path):
     listed = cover.split("Missing cells:")[1]
     assert sum(int(l.split(" cells")[0][2:]) for l in listed.splitlines() if l.startswith("- ")
                and " cells (" in l) == empty
-    # a measured cell without a peer says why too
-    assert "Measured cells without a peer:" in cover and "dpdk: hotspot_lat, hotspot_bw" in cover
+    # a measured cell without a peer says why too (the dpdk hot-spots: memif and af_packet)
+    assert "Measured cells without a peer:" in cover
+    assert "dpdk, af_packet: hotspot_lat, hotspot_bw" in cover
 
 
 def test_plots_are_png(tmp_path):
