@@ -35,6 +35,8 @@ BARE = {
     "bilat": ("bilat", ("size",), "round_us", "round_us", "us"),
     "bibw": ("bibw", ("size",), "MBps", "MBps", "MB/s"),
 }
+# dpdk_pingpong's "cpu" -> four rows of test cpu, params (size, q), unit us/msg
+CPU_METRICS = ("send_call_cpu_us", "sender_cpu_us", "receiver_cpu_us", "wall_us")
 
 
 def bare_rows(lines, a):
@@ -46,18 +48,32 @@ def bare_rows(lines, a):
             j = json.loads(line)
         except ValueError:
             continue
-        spec = BARE.get(j.get("as"))
-        if not spec:
+        if j.get("as") == "cpu":
+            specs = [("cpu", ("size", "q"), m, m, "us/msg") for m in CPU_METRICS]
+        elif j.get("as") in BARE:
+            specs = [BARE[j["as"]]]
+        else:
             continue
-        test, keys, field, metric, unit = spec
-        params = {k: j[k] for k in keys if k in j}
-        if "compute_us" in params and isinstance(params["compute_us"], float) and params["compute_us"].is_integer():
-            params["compute_us"] = int(params["compute_us"])
-        g = groups.setdefault((test, json.dumps(params, sort_keys=True)),
-                              {"test": test, "params": params, "metric": metric, "unit": unit,
-                               "vals": [], "lost": 0, "n": j.get("n", 0)})
-        g["vals"].append(j.get(field))
-        g["lost"] += int(j.get("lost", 0) or 0)
+        for spec in specs:
+            add_bare(groups, j, spec)
+    return bare_group_rows(groups, a)
+
+
+def add_bare(groups, j, spec):
+    """Adds one measurement of dpdk_pingpong's line j to its point's group."""
+    test, keys, field, metric, unit = spec
+    params = {k: j[k] for k in keys if k in j}
+    if isinstance(params.get("compute_us"), float) and params["compute_us"].is_integer():
+        params["compute_us"] = int(params["compute_us"])
+    g = groups.setdefault((test, json.dumps(params, sort_keys=True), metric),
+                          {"test": test, "params": params, "metric": metric, "unit": unit,
+                           "vals": [], "lost": 0, "n": j.get("n", 0)})
+    g["vals"].append(j.get(field))
+    g["lost"] += int(j.get("lost", 0) or 0)
+
+
+def bare_group_rows(groups, a):
+    """One row per point: median, min, max of its repetitions; lost frames in the note."""
     rows = []
     for g in groups.values():
         vals = [float(v) for v in g["vals"] if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]

@@ -127,6 +127,9 @@ bare_specs() { # the peer's tests, as dpdk_pingpong <test>:<n>:<size>[:q:compute
     [ "$sz" -le 65536 ] && echo "bilat:$(lat_iters "$sz"):$sz"
     n=$((mb * 1048576 / (sz + 48))); [ "$n" -gt 50000 ] && n=50000; echo "bibw:$n:$sz"
   done
+  for sz in 64 65536; do # CPU per message at Q = 16
+    n=$((mb * 1048576 / (sz + 48))); [ "$n" -gt 50000 ] && n=50000; echo "cpu:$n:$sz:16"
+  done
   n=$(quick && echo 256 || echo 2048)
   for c in $(quick && echo "0 2 5 10" || echo "0 2 5 10 20 50 100"); do echo "overlap:$n:65536:16:$c"; done
   for c in $(quick && echo "1 16 256" || echo "1 4 16 64 256"); do echo "reuse_fifo:$n:65536:16:0:$c"; done

@@ -66,9 +66,6 @@ def why_no_peer(layer, link, test):
     """Why a measured cell has no peer beside it."""
     if link == "tls":
         return "no outside TLS peer: tls is put beside the Conflux tcp driver (the cost of TLS)"
-    if test == "cpu" and link in ("dpdk", "af_packet"):
-        return ("the bare DPDK peer busy-polls by construction (its CPU per message is its wall "
-                "time per message); no CPU row is taken from it")
     if test.startswith("hotspot") and link in ("dpdk", "af_packet"):
         return "the bare DPDK peer is one pair: it has no N-peer mode"
     if test == "notify":

@@ -16,7 +16,9 @@
  *   dpdk_pingpong client <port> bilat <n> <size>  both ends send one message per round at once
  *   dpdk_pingpong client <port> bibw <n> <size>   both ends stream n messages at once
  *   dpdk_pingpong client <port> <test>:<n>:<size>[:<q>...] ...   several tests, one port set-up;
- *        test also overlap, reuse_fifo, reuse_pct (bw with those parameters, named as such)
+ *        test also overlap, reuse_fifo, reuse_pct, cpu (bw with those parameters, named as
+ *        such; bw's JSON has the CPU per message: in send calls, of this process and of the
+ *        server's, and the wall time)
  *
  * <port> is a memif socket path (the server is the memif server) or af_packet:<iface> (a
  * net_af_packet vdev with a 4096-frame ring on a kernel interface, e.g. one end of a veth
@@ -38,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -80,6 +83,21 @@ static void spin_ns(double ns)
     while (now() < end)
         for (int i = 0; i < 64; i++) x = x * 1.0000001 + 1e-9;
     x0 = x;
+}
+
+static double proc_cpu(void) /* this process's user + system seconds */
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static struct rte_mempool *pool;
@@ -247,7 +265,15 @@ static uint8_t serve_frame(struct rte_mbuf *m)
         send_burst(&m, 1);
         return mk;
     }
-    if (mk == M_WEND) send_ctl(M_WEND, srv_bytes, num(m, 22)); /* the count, the window's number */
+    if (mk == M_WEND) { /* the count, the window's number, our CPU seconds */
+        struct rte_mbuf *a = frame(M_WEND, 0, NULL);
+        uint64_t tag = num(m, 22);
+        double cpu = proc_cpu();
+        memcpy(rte_pktmbuf_mtod(a, uint8_t *) + 14, &srv_bytes, 8);
+        memcpy(rte_pktmbuf_mtod(a, uint8_t *) + 22, &tag, 8);
+        memcpy(rte_pktmbuf_mtod(a, uint8_t *) + 30, &cpu, 8);
+        send_burst(&a, 1);
+    }
     else if (mk == M_RESET) srv_bytes = 0;
     if (mk != M_BILAT && mk != M_BIBW) rte_pktmbuf_free(m);
     return mk;
@@ -323,6 +349,7 @@ out:
 
 /* ---- the client ---- */
 static uint64_t cl_wend_bytes, cl_wend_tag; /* from the last M_WEND answer */
+static double cl_wend_cpu;                    /* the server's CPU seconds in it */
 static uint64_t cl_peer, cl_ends; /* bibw: the server's frames; its end (1) + our answer (2) */
 static double cl_last;            /* bibw: when the last frame came */
 
@@ -351,7 +378,11 @@ static int rx_wait(uint8_t mk, uint64_t target, double wait_s)
         uint16_t n = rte_eth_rx_burst(0, 0, m, BURST);
         for (uint16_t i = 0; i < n; i++) {
             uint8_t k = mark(m[i]);
-            if (k == M_WEND) cl_wend_bytes = num(m[i], 14), cl_wend_tag = num(m[i], 22);
+            if (k == M_WEND) {
+                uint64_t c = num(m[i], 30);
+                cl_wend_bytes = num(m[i], 14), cl_wend_tag = num(m[i], 22);
+                memcpy(&cl_wend_cpu, &c, sizeof c);
+            }
             cl_seen[k]++;
         }
         rte_pktmbuf_free_bulk(m, n);
@@ -379,42 +410,53 @@ static const uint8_t *next_buf(void)
     return p;
 }
 
+/* Waits for the answer to window end tag, asking again every 50 ms: a lost window end
+ * (af_packet drops frames when its ring is full) costs a pause, not the run. */
+static void wait_wend(uint64_t tag)
+{
+    for (int tries = 0; cl_wend_tag != tag; tries++) { /* older answers: skipped */
+        if (rx_wait(M_WEND, cl_seen[M_WEND] + 1, 0.05) == 0) continue;
+        if (tries > 200) fail("no answer to a window end for 10 s");
+        send_ctl(M_WEND, 0, tag);
+    }
+}
+
 static int run_bw(const char *as, long n, size_t size, long q, double compute_us)
 {
     long lost = 0;
-    send_ctl(M_RESET, 0, 0);
-    double t0 = now();
     static uint64_t run_id;
     run_id++;
+    send_ctl(M_RESET, 0, 0);
+    send_ctl(M_WEND, 0, run_id << 32); /* window 0: no data, the server's CPU before */
+    wait_wend(run_id << 32);
+    double peer0 = cl_wend_cpu, self0 = proc_cpu(), send_cpu = 0, t0 = now();
     long per = q > 0 ? q : n;
     for (long i = 0; i < n; i += per) {
         long k = i + per <= n ? per : n - i;
         frame_tag = run_id << 32 | (uint64_t)(i / per + 1); /* unique across runs */
         for (long j = 0; j < k; j++) {
+            double c0 = thread_cpu();
             send_msg(size, M_DATA, j == k - 1 ? M_WEND : M_DATA, next_buf());
+            send_cpu += thread_cpu() - c0;
             if (compute_us > 0) spin_ns(compute_us * 1e3);
         }
-        /* the window's answer; a lost window end (af_packet drops frames when its ring is
-         * full) is asked for again every 50 ms (a window end with no payload), so a dropped
-         * frame costs a pause, not the run */
-        for (int tries = 0; cl_wend_tag != frame_tag; tries++) { /* older answers: skipped */
-            if (rx_wait(M_WEND, cl_seen[M_WEND] + 1, 0.05) == 0) continue;
-            if (tries > 200) fail("no answer to a window end for 10 s");
-            send_ctl(M_WEND, 0, frame_tag);
-        }
+        wait_wend(frame_tag);
     }
-    double dt = now() - t0;
+    double dt = now() - t0, self = proc_cpu() - self0, peer = cl_wend_cpu - peer0;
     frame_tag = 0;
     uint64_t expect = (uint64_t)n * size;
     if (cl_wend_bytes < expect) lost = (long)((expect - cl_wend_bytes + PAYLOAD - 1) / PAYLOAD);
     printf("{\"driver\":\"dpdk-bare\",\"test\":\"bw\",\"as\":\"%s\",\"size\":%zu,\"n\":%ld,\"q\":%ld,"
            "\"compute_us\":%g,\"buffers\":%d,\"reuse_pct\":%d,\"compute_share\":%.3f,\"MBps\":%.1f,"
-           "\"lost\":%ld}\n", as, size, n, q, compute_us, bs.nbuf, bs.reuse_pct, compute_us * 1e-6 * (double)n / dt, (double)cl_wend_bytes / dt / 1e6, lost);
+           "\"send_call_cpu_us\":%.4g,\"sender_cpu_us\":%.4g,\"receiver_cpu_us\":%.4g,\"wall_us\":%.4g,"
+           "\"lost\":%ld}\n", as, size, n, q, compute_us, bs.nbuf, bs.reuse_pct,
+           compute_us * 1e-6 * (double)n / dt, (double)cl_wend_bytes / dt / 1e6, send_cpu / (double)n * 1e6,
+           self / (double)n * 1e6, peer / (double)n * 1e6, dt / (double)n * 1e6, lost);
     return 0;
 }
 
-/* Runs one test: a[0] = lat|bw|bilat|bibw|overlap|reuse_fifo|reuse_pct (the last three are
- * bw with their parameters), a[1] = n, a[2] = size, a[3..] = bw's q, compute_us, buffers,
+/* Runs one test: a[0] = lat|bw|bilat|bibw|overlap|reuse_fifo|reuse_pct|cpu (the last four
+ * are bw with their parameters; bw prints its CPU per message too), a[1] = n, a[2] = size, a[3..] = bw's q, compute_us, buffers,
  * reuse_pct. Prints one JSON line; "as" names the test of bench/micro it stands for. */
 static int run_one(int na, char **a)
 {
@@ -423,7 +465,7 @@ static int run_one(int na, char **a)
     long n = atol(a[1]);
     size_t size = (size_t)atol(a[2]);
     if (n < 1 || size > (1u << 20)) fail("bad n or size");
-    if (!strcmp(test, "overlap") || !strncmp(test, "reuse_", 6)) test = "bw";
+    if (!strcmp(test, "overlap") || !strncmp(test, "reuse_", 6) || !strcmp(test, "cpu")) test = "bw";
     uint8_t *src = calloc(1, size ? size : 1);
     size_t fr = frames_of(size);
     int rc = 0;
