@@ -5,7 +5,8 @@
  *
  *   layer_chan <quick|full> [reps]
  *
- * Also overlap and buffer reuse at 64 KiB, Q = 16 (layer_common.h).
+ * Also completion notification (this process driving the runtime with cx_chan_ctx_drive,
+ * polling against blocking), overlap and buffer reuse at 64 KiB, Q = 16 (layer_common.h).
  *
  * This process forks the sink process; the source creates two typed reliable channels
  * ("ping": here -> there, "pong": back), the sink opens both. Events: 'E' echoed at the same
@@ -131,11 +132,21 @@ static void source_on(void *arg, const struct cx_chan_event *e)
     else if (in->kind == 'A') __atomic_add_fetch(&g_acks, 1, __ATOMIC_RELEASE);
     else if (in->kind == 'C') __atomic_add_fetch(&g_cpus, 1, __ATOMIC_RELEASE);
 }
+/* How this process waits for a reply: 0 = its progress thread delivers it, we yield; the
+ * notify test's 1 = we drive the runtime polling (timeout 0), 2 = we drive it blocking
+ * (cx_chan_ctx_drive waits for the socket). */
+static int g_wait;
+static struct cx_chan_ctx *g_ctx;
+
 static void wait_count(volatile long *c, long want)
 {
     double t0 = now_s();
     while (__atomic_load_n(c, __ATOMIC_ACQUIRE) < want) {
-        sched_yield(); /* the reply comes on the progress thread: let it run */
+        if (g_wait == 0) sched_yield(); /* the reply comes on the progress thread: let it run */
+        else if (cx_chan_ctx_drive(g_ctx, g_wait == 1 ? 0 : 1000) < 0) {
+            fprintf(stderr, "layer_chan: drive: %s\n", cx_errmsg());
+            exit(1);
+        }
         if (now_s() - t0 > 30) {
             fprintf(stderr, "layer_chan: no reply after 30 s\n");
             exit(1);
@@ -301,6 +312,35 @@ int main(int argc, char **argv)
                 emit("cpu", prm, "receiver_cpu_us", "us/msg", c[1], w * q, ok);
                 emit("cpu", prm, "wall_us", "us/msg", c[2], w * q, ok);
             }
+        }
+    /* completion notification: 8 B and 4 KiB ping-pong, this process driving the runtime
+     * polling against blocking in cx_chan_ctx_drive; latency and this process's CPU share */
+    g_ctx = ctx;
+    static const size_t nsz[] = {8, 4096};
+    for (int mode = 1; mode <= 2; mode++)
+        for (size_t i = 0; i < 2; i++) {
+            long n = quick ? 300 : 5000;
+            double r[MAXREP], c[MAXREP], *rtt = malloc(sizeof(double) * (size_t)n);
+            struct ev e = {.kind = 'E', .n = (uint32_t)nsz[i], .data = buf};
+            g_wait = mode;
+            for (int k2 = 0; k2 < reps; k2++) {
+                double c0 = proc_cpu_s(), t00 = now_s();
+                for (long j = -20; j < n; j++) {
+                    long want = g_echoes + 1;
+                    double t0 = now_s();
+                    submit(src, &e);
+                    wait_count(&g_echoes, want);
+                    if (j >= 0) rtt[j] = now_s() - t0;
+                }
+                c[k2] = (proc_cpu_s() - c0) / (now_s() - t00);
+                qsort(rtt, (size_t)n, sizeof *rtt, cmpd);
+                r[k2] = rtt[n / 2] * 1e6 / 2;
+            }
+            g_wait = 0;
+            free(rtt);
+            snprintf(prm, sizeof prm, "\"size\":%zu,\"wait\":\"%s\"", nsz[i], mode == 1 ? "poll" : "block");
+            emit("notify", prm, "one_way_us", "us", r, n, 1);
+            emit("notify", prm, "client_cpu_share", "cores", c, n, 1);
         }
     long ow = (quick ? 4L : 64L) << 20;
     ow /= 16L * (65536 + 48);

@@ -5,7 +5,9 @@
  *
  *   layer_pipe <space address> <quick|full> [reps]
  *
- * Also overlap and buffer reuse at 64 KiB, Q = 16 (layer_common.h).
+ * Also completion notification (blocking pi_read against polling pi_read_timeout 0, both
+ * ends; 'P' / 'K' switch the echo end), overlap and buffer reuse at 64 KiB, Q = 16
+ * (layer_common.h).
  *
  * This process writes pipe "ping" and reads pipe "pong"; a forked process reads "ping" and
  * writes "pong". Byte 0 of a segment says what it is: 'E' echoed at the same size, 'B'
@@ -63,9 +65,17 @@ static void wr(int d, const void *b, size_t n)
 {
     if (pi_write(d, b, n, NULL) != (long)n) die("pi_write");
 }
+static int g_poll; /* notify test: read by polling (pi_read_timeout 0) instead of blocking */
+
 static long rd(int d, void *b)
 {
-    long n = pi_read(d, b, MAXSEG, NULL);
+    long n;
+    if (g_poll) {
+        while ((n = pi_read_timeout(d, b, MAXSEG, NULL, 0)) < 0 && errno == ETIMEDOUT)
+            ;
+    } else {
+        n = pi_read(d, b, MAXSEG, NULL);
+    }
     if (n < 0) die("pi_read");
     return n;
 }
@@ -84,6 +94,8 @@ static int run_echo(const char *addr, const char *ping, const char *pong)
         struct reply a = {.kind = 'A'};
         switch (n ? buf[0] : 0) {
         case 'E': wr(w, buf, (size_t)n); continue;
+        case 'P': g_poll = 1; continue; /* notify test: poll */
+        case 'K': g_poll = 0; continue; /* block */
         case 'B': count++; continue;
         case 'W': count++, a.count = count; break;
         case 'C': a.kind = 'C', a.count = count, count = 0; break;
@@ -241,6 +253,37 @@ int main(int argc, char **argv)
                 emit("cpu", prm, "wall_us", "us/msg", c[2], wn * q, ok);
             }
         }
+    /* completion notification: 8 B and 4 KiB ping-pong, both ends blocking in pi_read
+     * against both polling pi_read_timeout(..., 0); latency and the client's CPU share */
+    static const size_t nsz[] = {8, 4096};
+    for (int poll = 0; poll < 2; poll++)
+        for (size_t i = 0; i < 2; i++) {
+            long n = quick ? 200 : 3000;
+            double r2[MAXREP], c[MAXREP], *rtt = malloc(sizeof(double) * (size_t)n);
+            buf[0] = poll ? 'P' : 'K';
+            wr(w, buf, 8);
+            g_poll = poll;
+            buf[0] = 'E';
+            for (int k = 0; k < reps; k++) {
+                double c0 = proc_cpu_s(), t00 = now_s();
+                for (long j = -10; j < n; j++) {
+                    double t0 = now_s();
+                    wr(w, buf, nsz[i]);
+                    if (rd(r, in) != (long)nsz[i]) die("echo size");
+                    if (j >= 0) rtt[j] = now_s() - t0;
+                }
+                c[k] = (proc_cpu_s() - c0) / (now_s() - t00);
+                qsort(rtt, (size_t)n, sizeof *rtt, cmpd);
+                r2[k] = rtt[n / 2] * 1e6 / 2;
+            }
+            free(rtt);
+            snprintf(prm, sizeof prm, "\"size\":%zu,\"wait\":\"%s\"", nsz[i], poll ? "poll" : "block");
+            emit("notify", prm, "one_way_us", "us", r2, n, 1);
+            emit("notify", prm, "client_cpu_share", "cores", c, n, 1);
+        }
+    buf[0] = 'K';
+    wr(w, buf, 8);
+    g_poll = 0;
     long ow = ((quick ? 4L : 64L) << 20) / (16L * (65536 + 48));
     struct pipe_pair pp = {w, r, in};
     layer_overlap_reuse(&pp, pipe_stream, NULL, emit_cb, quick, reps, ow < 4 ? 4 : ow);

@@ -32,7 +32,7 @@ HEADLINE = {
     "hotspot_lat": ({"peers": "max"}, "one_way_us"), "hotspot_bw": ({"peers": "max"}, "MBps"),
 }
 IGNORE_KEYS = {"compute_share"}  # measured, not chosen: not part of a point's identity
-LAYER_TESTS = {"lat", "bw", "cpu", "overlap", "reuse_fifo", "reuse_pct"}  # what layer_chan.c and layer_pipe.c measure
+LAYER_TESTS = {"lat", "bw", "cpu", "overlap", "notify", "reuse_fifo", "reuse_pct"}  # what layer_chan.c and layer_pipe.c measure
 
 
 def why_missing(layer, link, test):
@@ -43,17 +43,10 @@ def why_missing(layer, link, test):
                 "other work in dataplane/src/channel; layer_chan.c measures whatever link it uses)")
     if layer == "pipe" and link != "tcp":
         return "pipes reach the space server and their readers over TCP only"
-    if layer == "channel" and test == "notify":
-        return ("not written yet: layer_chan.c waits on the runtime's engine thread (idle strategy "
-                "block) only; the polling side would be the application driving it "
-                "(cx_chan_ctx_drive)")
-    if layer == "pipe" and test == "notify":
-        return ("not written yet: layer_pipe.c blocks in pi_read only; the polling side would be "
-                "pi_read_timeout(..., 0) in a loop")
     if layer in ("channel", "pipe") and test not in LAYER_TESTS:
         return ("not written for this layer yet: bench/micro/layer_chan.c and layer_pipe.c measure "
-                "latency, windowed bandwidth, CPU, overlap and buffer reuse; bidirectional and "
-                "hot-spot need a sink that sends while it receives and N sinks")
+                "latency, windowed bandwidth, CPU, notification, overlap and buffer reuse; "
+                "bidirectional and hot-spot need a sink that sends while it receives, and N sinks")
     if layer == "driver" and link in ("dpdk", "af_packet"):
         return ("not in this run's results: DPDK is not installed, or (af_packet) network "
                 "namespaces could not be made (root and iproute2 needed), or the run failed: "
