@@ -50,6 +50,9 @@ def test_summary_has_every_row(tmp_path):
     # the layers' own peers: ZeroMQ beside the channel's CPU, NATS core beside the pipe's latency
     assert any(l.startswith("| cpu | channel | tcp |") and "| zmq |" in l for l in head.splitlines())
     assert any(l.startswith("| lat | pipe | tcp |") and "| nats |" in l for l in head.splitlines())
+    for layer in ("channel", "pipe"): # notify: blocking beside the same layer polling
+        assert any(l.startswith(f"| notify | {layer} | tcp |") and "| conflux, busy polling |" in l
+                   for l in head.splitlines()), layer
     for layer, peer in (("channel", "zmq"), ("pipe", "nats")):
         for test in ("overlap", "reuse_fifo", "reuse_pct"):
             assert any(l.startswith(f"| {test} | {layer} | tcp |") and f"| {peer} |" in l
