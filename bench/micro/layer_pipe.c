@@ -7,14 +7,14 @@
  *
  * Also completion notification (blocking pi_read against polling pi_read_timeout 0, both
  * ends; 'P' / 'K' switch the echo end), overlap and buffer reuse at 64 KiB, Q = 16
- * (layer_common.h).
+ * (layer_common.h), bidirectional latency and bandwidth (peer_common.h).
  *
  * This process writes pipe "ping" and reads pipe "pong"; a forked process reads "ping" and
  * writes "pong". Byte 0 of a segment says what it is: 'E' echoed at the same size, 'B'
  * counted, 'W' counted and acknowledged with the reader's count and process CPU seconds,
  * 'C' answered likewise (zeroing the count), 'Q' quit. */
 #include "common/cx_error.h"
-#include "layer_common.h"
+#include "peer_common.h" /* layer_common.h and the bidirectional tests */
 #include "pipe/cx_pipe.h"
 
 #include <errno.h>
@@ -80,6 +80,12 @@ static long rd(int d, void *b)
     return n;
 }
 
+/* The bidirectional tests (peer_common.h) over pipe w (out) and r (in). */
+struct pipe_io { int w, r; };
+static void pio_send(void *ctx, const void *p, size_t n) { wr(((struct pipe_io *)ctx)->w, p, n); }
+static void pio_flush(void *ctx) { (void)ctx; }
+static long pio_recv(void *ctx, void *b) { return rd(((struct pipe_io *)ctx)->r, b); }
+
 static int run_echo(const char *addr, const char *ping, const char *pong)
 {
     int s = pi_space_open(addr, NULL);
@@ -89,9 +95,12 @@ static int run_echo(const char *addr, const char *ping, const char *pong)
     int r = attach_retry(ping, s);
     uint8_t *buf = malloc(MAXSEG);
     uint64_t count = 0;
+    struct pipe_io pio = {w, r};
+    struct peer_io io = {&pio, pio_send, pio_flush, pio_recv};
     for (;;) {
         long n = rd(r, buf);
         struct reply a = {.kind = 'A'};
+        if (peer_serve_bidir(&io, buf, n)) continue;
         switch (n ? buf[0] : 0) {
         case 'E': wr(w, buf, (size_t)n); continue;
         case 'P': g_poll = 1; continue; /* notify test: poll */
@@ -287,6 +296,9 @@ int main(int argc, char **argv)
     long ow = ((quick ? 4L : 64L) << 20) / (16L * (65536 + 48));
     struct pipe_pair pp = {w, r, in};
     layer_overlap_reuse(&pp, pipe_stream, NULL, emit_cb, quick, reps, ow < 4 ? 4 : ow);
+    struct pipe_io pio = {w, r};
+    struct peer_io io = {&pio, pio_send, pio_flush, pio_recv};
+    peer_bidir(&io, quick, reps, NULL, emit_cb);
     buf[0] = 'Q';
     wr(w, buf, 8);
     int st;

@@ -84,6 +84,85 @@ struct peer_io {
     long (*recv)(void *ctx, void *buf);
 };
 
+/* Bidirectional tests, both ends: 'L' (u64 rounds, u64 size at bytes 8, 16): each round
+ * both ends send one message of size bytes ('D') and then receive the other's; 'S' (u64 n,
+ * u64 size): both ends send n messages, then receive the other's n, and the echo end
+ * answers with an 'A' once it has all of them. Returns 1 when buf was one of these. */
+struct peer_cmd { uint8_t kind, pad[7]; uint64_t n, size; };
+
+static inline int peer_serve_bidir(const struct peer_io *io, uint8_t *buf, long len)
+{
+    struct peer_cmd c;
+    if (len < (long)sizeof c || (buf[0] != 'L' && buf[0] != 'S')) return 0;
+    memcpy(&c, buf, sizeof c);
+    if (c.size > PEER_MAXMSG || c.size < 8) return 1;
+    uint8_t *out = calloc(1, c.size);
+    out[0] = 'D';
+    if (c.kind == 'L') {
+        for (uint64_t i = 0; i < c.n; i++) {
+            io->send(io->ctx, out, c.size);
+            io->flush(io->ctx);
+            io->recv(io->ctx, buf);
+        }
+    } else {
+        for (uint64_t i = 0; i < c.n; i++) io->send(io->ctx, out, c.size);
+        io->flush(io->ctx);
+        for (uint64_t i = 0; i < c.n; i++) io->recv(io->ctx, buf);
+        struct peer_reply a = {.kind = 'A', .count = c.n};
+        io->send(io->ctx, &a, sizeof a);
+        io->flush(io->ctx);
+    }
+    free(out);
+    return 1;
+}
+
+/* The measuring end of the bidirectional tests: bilat (round_us, sizes up to 64 KiB) and
+ * bibw (MB/s of both directions; no window: each end sends all, then reads). */
+static inline void peer_bidir(const struct peer_io *io, int quick, int reps, void *ectx,
+                              layer_emit_fn emit)
+{
+    const size_t *bs = quick ? PEER_BQ : PEER_BF;
+    size_t nb = quick ? 2 : 6;
+    uint8_t *buf = calloc(1, PEER_MAXMSG), *in = malloc(PEER_MAXMSG);
+    char prm[64];
+    double r[PEER_MAXREP];
+    for (int bi = 0; bi < 2; bi++)
+        for (size_t i = 0; i < nb; i++) {
+            if (!bi && bs[i] > 65536) continue;
+            long n = bi ? ((quick ? 4L : 16L) << 20) / (long)(bs[i] + 48) : peer_lat_n(quick, bs[i]);
+            if (n > (quick ? 2000 : 20000)) n = quick ? 2000 : 20000;
+            if (n < 4) n = 4;
+            int ok = 1;
+            for (int k = 0; k < reps; k++) {
+                struct peer_cmd c = {.kind = bi ? 'S' : 'L', .n = (uint64_t)n, .size = bs[i]};
+                io->send(io->ctx, &c, sizeof c);
+                buf[0] = 'D';
+                double t0 = peer_now();
+                if (!bi) {
+                    for (long j = 0; j < n; j++) {
+                        io->send(io->ctx, buf, bs[i]);
+                        io->flush(io->ctx);
+                        ok &= io->recv(io->ctx, in) == (long)bs[i];
+                    }
+                    r[k] = (peer_now() - t0) / (double)n * 1e6;
+                } else {
+                    for (long j = 0; j < n; j++) io->send(io->ctx, buf, bs[i]);
+                    io->flush(io->ctx);
+                    for (long j = 0; j < n; j++) ok &= io->recv(io->ctx, in) == (long)bs[i];
+                    io->recv(io->ctx, in); /* the echo end has all of ours */
+                    struct peer_reply a;
+                    memcpy(&a, in, sizeof a);
+                    ok &= a.kind == 'A' && a.count == (uint64_t)n;
+                    r[k] = 2.0 * (double)n * (double)bs[i] / (peer_now() - t0) / 1e6;
+                }
+            }
+            snprintf(prm, sizeof prm, "\"size\":%zu", bs[i]);
+            if (bi) emit(ectx, "bibw", prm, "MBps", "MB/s", r, reps, n, ok);
+            else emit(ectx, "bilat", prm, "round_us", "us", r, reps, n, ok);
+        }
+    free(buf), free(in);
+}
+
 /* The echo end: answers until 'Q'. */
 static inline void peer_serve(const struct peer_io *io)
 {
@@ -92,6 +171,7 @@ static inline void peer_serve(const struct peer_io *io)
     for (;;) {
         long n = io->recv(io->ctx, buf);
         struct peer_reply a = {.kind = 'A'};
+        if (peer_serve_bidir(io, buf, n)) continue;
         switch (n > 0 ? buf[0] : 0) {
         case 'E': io->send(io->ctx, buf, (size_t)n); io->flush(io->ctx); continue;
         case 'B': count++; continue;
@@ -218,6 +298,7 @@ static inline void peer_measure(const struct peer_io *io, int quick, int reps, c
     struct peer_ctx pc = {io, in, layer, note};
     long ow = ((quick ? 4L : 64L) << 20) / (16L * (65536 + 48));
     layer_overlap_reuse(&pc, peer_stream, &pc, peer_emit_cb, quick, reps, ow < 4 ? 4 : ow);
+    peer_bidir(io, quick, reps, &pc, peer_emit_cb);
     buf[0] = 'Q';
     io->send(io->ctx, buf, 8);
     io->flush(io->ctx);
