@@ -6,7 +6,9 @@
  *   layer_chan <quick|full> [reps]
  *
  * Also completion notification (this process driving the runtime with cx_chan_ctx_drive,
- * polling against blocking), overlap and buffer reuse at 64 KiB, Q = 16 (layer_common.h).
+ * polling against blocking), overlap and buffer reuse at 64 KiB, Q = 16 (layer_common.h),
+ * bidirectional latency and bandwidth ('L', 'S': the sink process's own thread sends 'D'
+ * events while its handler counts ours).
  *
  * This process forks the sink process; the source creates two typed reliable channels
  * ("ping": here -> there, "pong": back), the sink opens both. Events: 'E' echoed at the same
@@ -74,7 +76,16 @@ static void submit(struct cx_chan_source *src, const struct ev *e)
 }
 
 /* ---- the sink process ------------------------------------------------------------- */
-struct sink_state { struct cx_chan_source *back; uint8_t *buf; uint64_t count; volatile int quit; };
+struct sink_state {
+    struct cx_chan_source *back;
+    uint8_t *buf;
+    uint64_t count;
+    volatile int quit;
+    volatile long dcount;      /* 'D' events (bidirectional tests) */
+    volatile int cmd;          /* 'L' or 'S' for the sink's own thread to run */
+    uint64_t cmd_n, cmd_size;
+    long cmd_d0;               /* dcount when the command came (the source's events follow it) */
+};
 
 static void sink_on(void *arg, const struct cx_chan_event *e)
 {
@@ -88,6 +99,13 @@ static void sink_on(void *arg, const struct cx_chan_event *e)
     case 'W': s->count++, out.kind = 'A'; break;
     case 'C': r.count = s->count, r.cpu_s = proc_cpu_s(), s->count = 0; break;
     case 'Q': s->quit = 1; return;
+    case 'D': __atomic_add_fetch(&s->dcount, 1, __ATOMIC_RELEASE); return;
+    case 'L':
+    case 'S': /* bidirectional: the sink's own thread sends while this handler counts */
+        if (in->n >= 16) memcpy(&s->cmd_n, in->data, 8), memcpy(&s->cmd_size, in->data + 8, 8);
+        s->cmd_d0 = s->dcount;
+        __atomic_store_n(&s->cmd, in->kind, __ATOMIC_RELEASE);
+        return;
     default: return;
     }
     if (in->kind != 'E') {
@@ -97,6 +115,32 @@ static void sink_on(void *arg, const struct cx_chan_event *e)
     }
     while (cx_chan_submit(s->back, &out) == -EAGAIN)
         ; /* the reply queue is never full here; spin rather than drop */
+}
+
+/* Bidirectional tests, the sink's side: 'L' = each round one 'D' event out, then wait for
+ * the source's; 'S' = n 'D' events out, then wait for the source's n and answer 'A'. */
+static void sink_bidir(struct sink_state *s, int cmd)
+{
+    uint64_t n = s->cmd_n, size = s->cmd_size > (1u << 20) ? 1u << 20 : s->cmd_size;
+    long d0 = s->cmd_d0;
+    uint8_t *data = calloc(1, size ? size : 1);
+    struct ev out = {.kind = 'D', .n = (uint32_t)size, .data = data};
+    double t0 = now_s();
+    for (uint64_t i = 0; i < n; i++) {
+        if (cx_chan_submit_wait(s->back, &out, 30000) < 0) die("sink submit");
+        if (cmd == 'L')
+            while (__atomic_load_n(&s->dcount, __ATOMIC_ACQUIRE) < d0 + (long)i + 1 && now_s() - t0 < 60)
+                sched_yield();
+    }
+    while (__atomic_load_n(&s->dcount, __ATOMIC_ACQUIRE) < d0 + (long)n && now_s() - t0 < 60)
+        sched_yield();
+    if (cmd == 'S') {
+        struct reply r = {(uint64_t)(s->dcount - d0), proc_cpu_s()};
+        memcpy(s->buf, &r, sizeof r);
+        struct ev a = {.kind = 'A', .n = sizeof r, .data = s->buf};
+        if (cx_chan_submit_wait(s->back, &a, 30000) < 0) die("sink submit");
+    }
+    free(data);
 }
 
 static int run_sink(int rfd)
@@ -113,14 +157,22 @@ static int run_sink(int rfd)
         die("sink setup");
     struct cx_chan_sink_opts so = {.format = F};
     if (cx_chan_sink(ping, &so, sink_on, &s, &k) < 0) die("sink");
-    while (!s.quit) usleep(1000);
+    while (!s.quit) {
+        int cmd = __atomic_load_n(&s.cmd, __ATOMIC_ACQUIRE);
+        if (!cmd) {
+            usleep(1000);
+            continue;
+        }
+        s.cmd = 0;
+        sink_bidir(&s, cmd);
+    }
     usleep(100000); /* let the last reply leave */
     cx_chan_ctx_destroy(ctx);
     return 0;
 }
 
 /* ---- the source (measuring) process ------------------------------------------------ */
-static volatile long g_echoes, g_acks, g_cpus;
+static volatile long g_echoes, g_acks, g_cpus, g_data;
 static struct reply g_last;
 
 static void source_on(void *arg, const struct cx_chan_event *e)
@@ -131,6 +183,7 @@ static void source_on(void *arg, const struct cx_chan_event *e)
     if (in->kind == 'E') __atomic_add_fetch(&g_echoes, 1, __ATOMIC_RELEASE);
     else if (in->kind == 'A') __atomic_add_fetch(&g_acks, 1, __ATOMIC_RELEASE);
     else if (in->kind == 'C') __atomic_add_fetch(&g_cpus, 1, __ATOMIC_RELEASE);
+    else if (in->kind == 'D') __atomic_add_fetch(&g_data, 1, __ATOMIC_RELEASE);
 }
 /* How this process waits for a reply: 0 = its progress thread delivers it, we yield; the
  * notify test's 1 = we drive the runtime polling (timeout 0), 2 = we drive it blocking
@@ -180,6 +233,48 @@ static struct reply query(struct cx_chan_source *src, uint8_t *buf)
     submit(src, &c);
     wait_count(&g_cpus, want);
     return g_last;
+}
+
+/* Bidirectional latency (both ends send one event per round, then wait for the other's)
+ * and bandwidth (both send n events at once; the sink answers once it has ours): the
+ * sink's own thread sends (sink_bidir). Sizes as peer_common.h's peer_bidir. */
+static void chan_bidir(struct cx_chan_source *src, uint8_t *buf, int quick)
+{
+    static const size_t BQ[] = {64, 65536}, BF[] = {64, 512, 4096, 32768, 262144, 1048576};
+    const size_t *bs = quick ? BQ : BF;
+    size_t nb = quick ? 2 : 6;
+    char prm[64];
+    double r[MAXREP];
+    for (int bi = 0; bi < 2; bi++)
+        for (size_t i = 0; i < nb; i++) {
+            if (!bi && bs[i] > 65536) continue;
+            long n = bi ? ((quick ? 4L : 16L) << 20) / (long)(bs[i] + 48) : (quick ? 300 : 5000);
+            if (n > (quick ? 2000 : 20000)) n = quick ? 2000 : 20000;
+            if (n < 4) n = 4;
+            int ok = 1;
+            for (int k = 0; k < reps; k++) {
+                uint64_t cmdv[2] = {(uint64_t)n, bs[i]};
+                struct ev c = {.kind = bi ? 'S' : 'L', .n = sizeof cmdv, .data = (uint8_t *)cmdv};
+                struct ev d = {.kind = 'D', .n = (uint32_t)bs[i], .data = buf};
+                long d0 = g_data, a0 = g_acks;
+                submit(src, &c);
+                double t0 = now_s();
+                for (long j = 0; j < n; j++) {
+                    submit(src, &d);
+                    if (!bi) wait_count(&g_data, d0 + j + 1);
+                }
+                if (bi) {
+                    wait_count(&g_data, d0 + n);
+                    wait_count(&g_acks, a0 + 1); /* the sink has all of ours */
+                    ok &= g_last.count == (uint64_t)n;
+                }
+                double dt = now_s() - t0;
+                r[k] = bi ? 2.0 * (double)n * (double)bs[i] / dt / 1e6 : dt / (double)n * 1e6;
+            }
+            snprintf(prm, sizeof prm, "\"size\":%zu", bs[i]);
+            if (bi) emit("bibw", prm, "MBps", "MB/s", r, n, ok);
+            else emit("bilat", prm, "round_us", "us", r, n, ok);
+        }
 }
 
 /* layer_common.h's stream: windows of q events from the buffers, compute after each. */
@@ -345,6 +440,7 @@ int main(int argc, char **argv)
     long ow = (quick ? 4L : 64L) << 20;
     ow /= 16L * (65536 + 48);
     layer_overlap_reuse(src, chan_stream, NULL, emit_cb, quick, reps, ow < 4 ? 4 : ow);
+    chan_bidir(src, buf, quick);
     struct ev qe = {.kind = 'Q', .n = 0, .data = buf};
     submit(src, &qe);
     int st;
