@@ -53,9 +53,10 @@ def test_summary_has_every_row(tmp_path):
     for layer in ("channel", "pipe"): # notify: blocking beside the same layer polling
         assert any(l.startswith(f"| notify | {layer} | tcp |") and "| conflux, busy polling |" in l
                    for l in head.splitlines()), layer
-    for test in ("bilat", "bibw"):
-        assert any(l.startswith(f"| {test} | pipe | tcp |") and "| nats |" in l
-                   for l in head.splitlines()), test
+    for layer, peer in (("channel", "zmq"), ("pipe", "nats")):
+        for test in ("bilat", "bibw"):
+            assert any(l.startswith(f"| {test} | {layer} | tcp |") and f"| {peer} |" in l
+                       for l in head.splitlines()), (layer, test)
     for layer, peer in (("channel", "zmq"), ("pipe", "nats")):
         for test in ("overlap", "reuse_fifo", "reuse_pct"):
             assert any(l.startswith(f"| {test} | {layer} | tcp |") and f"| {peer} |" in l
