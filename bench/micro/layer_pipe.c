@@ -3,11 +3,12 @@
  * segment, through the public pipe API (cx_pipe.h) over one space server (confluxd
  * --role=space, started by run.sh), printed as micro.h's JSON lines (layer "pipe", link "tcp").
  *
- *   layer_pipe <space address> <quick|full> [reps]
+ *   layer_pipe <space address> <quick|full> [reps] [hot-spot peers (quick 2, full 4)]
  *
  * Also completion notification (blocking pi_read against polling pi_read_timeout 0, both
  * ends; 'P' / 'K' switch the echo end), overlap and buffer reuse at 64 KiB, Q = 16
- * (layer_common.h), bidirectional latency and bandwidth (peer_common.h).
+ * (layer_common.h), bidirectional latency and bandwidth (peer_common.h), and the hot-spot
+ * (1..N echo processes with a pipe pair each; 'T' asks one for a stream).
  *
  * This process writes pipe "ping" and reads pipe "pong"; a forked process reads "ping" and
  * writes "pong". Byte 0 of a segment says what it is: 'E' echoed at the same size, 'B'
@@ -103,6 +104,16 @@ static int run_echo(const char *addr, const char *ping, const char *pong)
         if (peer_serve_bidir(&io, buf, n)) continue;
         switch (n ? buf[0] : 0) {
         case 'E': wr(w, buf, (size_t)n); continue;
+        case 'T': { /* hot-spot: stream u64 m segments of u64 size bytes (at bytes 8, 16) */
+            uint64_t m = 0, sz = 0;
+            if (n >= 24) memcpy(&m, buf + 8, 8), memcpy(&sz, buf + 16, 8);
+            if (sz > MAXSEG) sz = MAXSEG;
+            uint8_t *out = calloc(1, sz ? sz : 1);
+            out[0] = 'D';
+            for (uint64_t i = 0; i < m; i++) wr(w, out, sz);
+            free(out);
+            continue;
+        }
         case 'P': g_poll = 1; continue; /* notify test: poll */
         case 'K': g_poll = 0; continue; /* block */
         case 'B': count++; continue;
@@ -172,10 +183,82 @@ static void emit_cb(void *ectx, const char *test, const char *params, const char
     emit(test, params, metric, unit, (double *)r, n, ok);
 }
 
+/* Hot-spot: this process pings np echo processes (one pipe pair each) every round, then
+ * receives a stream of 64 KiB segments from all of them at once; peers = 1..np. The echo
+ * processes are forked first thing (a process must not fork once its pipe runtime runs);
+ * their pipes are made at once, so they attach while the other tests run. */
+struct hot { int np, w[16], r[16]; pid_t pid[16]; char ping[16][64], pong[16][64]; };
+
+static void hot_fork(struct hot *h, const char *addr, int np)
+{
+    h->np = np;
+    for (int j = 0; j < np; j++) {
+        snprintf(h->ping[j], sizeof h->ping[j], "micro-hping-%d-%d", (int)getpid(), j);
+        snprintf(h->pong[j], sizeof h->pong[j], "micro-hpong-%d-%d", (int)getpid(), j);
+        fflush(NULL);
+        if ((h->pid[j] = fork()) == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            _exit(run_echo(addr, h->ping[j], h->pong[j]));
+        }
+    }
+}
+
+static void hot_open(struct hot *h, int s)
+{
+    for (int j = 0; j < h->np; j++)
+        if ((h->w[j] = pi_create(h->ping[j], s, PI_CREATE)) < 0) die("pi_create");
+    for (int j = 0; j < h->np; j++) h->r[j] = attach_retry(h->pong[j], s);
+}
+
+static void pipe_hotspot(struct hot *h, int s, int quick)
+{
+    int np = h->np, *w = h->w, *r = h->r;
+    uint8_t *buf = calloc(1, MAXSEG), *in = malloc(MAXSEG);
+    char prm[96];
+    for (int k = 1; k <= np; k++) {
+        long n = quick ? 200 : 3000;
+        double rr[MAXREP];
+        int ok = 1;
+        buf[0] = 'E';
+        for (int rep = 0; rep < reps; rep++) {
+            double t0 = now_s();
+            for (long i = 0; i < n; i++) {
+                for (int j = 0; j < k; j++) wr(w[j], buf, 8);
+                for (int j = 0; j < k; j++) ok &= rd(r[j], in) == 8;
+            }
+            rr[rep] = (now_s() - t0) / (double)n * 1e6 / 2;
+        }
+        snprintf(prm, sizeof prm, "\"peers\":%d,\"size\":8", k);
+        emit("hotspot_lat", prm, "one_way_us", "us", rr, n, ok);
+        uint64_t m = (uint64_t)(((quick ? 4L : 64L) << 20) / 65536 / k);
+        if (m < 16) m = 16;
+        ok = 1;
+        for (int rep = 0; rep < reps; rep++) {
+            uint64_t cmd[3] = {'T', m, 65536};
+            double t0 = now_s();
+            for (int j = 0; j < k; j++) wr(w[j], cmd, sizeof cmd);
+            for (int j = 0; j < k; j++) /* the pipes buffer what comes meanwhile */
+                for (uint64_t i = 0; i < m; i++) ok &= rd(r[j], in) == 65536;
+            rr[rep] = (double)k * (double)m * 65536.0 / (now_s() - t0) / 1e6;
+        }
+        snprintf(prm, sizeof prm, "\"peers\":%d,\"size\":65536", k);
+        emit("hotspot_bw", prm, "MBps", "MB/s", rr, (long)m, ok);
+    }
+    buf[0] = 'Q';
+    for (int j = 0; j < np; j++) {
+        int st;
+        wr(w[j], buf, 8);
+        waitpid(h->pid[j], &st, 0);
+        pi_close(w[j]), pi_detach(r[j]);
+        pi_unlink(h->ping[j], s), pi_unlink(h->pong[j], s);
+    }
+    free(buf), free(in);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s <space address> <quick|full> [reps]\n", argv[0]);
+        fprintf(stderr, "usage: %s <space address> <quick|full> [reps] [hot-spot peers]\n", argv[0]);
         return 2;
     }
     int quick = !strcmp(argv[2], "quick");
@@ -190,10 +273,14 @@ int main(int argc, char **argv)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         _exit(run_echo(argv[1], ping, pong));
     }
+    struct hot h = {0};
+    int hot = argc > 4 ? atoi(argv[4]) : (quick ? 2 : 4);
+    if (hot > 0 && hot <= 16) hot_fork(&h, argv[1], hot);
     int s = pi_space_open(argv[1], NULL);
     if (s < 0) die("pi_space_open");
     int w = pi_create(ping, s, PI_CREATE);
     if (w < 0) die("pi_create");
+    hot_open(&h, s);
     int r = attach_retry(pong, s);
     uint8_t *buf = calloc(1, MAXSEG), *in = malloc(MAXSEG);
     static const size_t LQ[] = {8, 1024, 65536}, LF[] = {8, 64, 512, 4096, 32768, 262144, 1048576};
@@ -303,6 +390,7 @@ int main(int argc, char **argv)
     wr(w, buf, 8);
     int st;
     waitpid(pid, &st, 0);
+    if (h.np) pipe_hotspot(&h, s, quick);
     pi_close(w);
     pi_detach(r);
     pi_unlink(ping, s);

@@ -243,9 +243,9 @@ elif [ -x "$B/layer_pipe" ] && [ -x "$CONFLUXD" ]; then
   for _ in $(seq 100); do grep -q '^listening' "$tmp/space.out" 2>/dev/null && break; sleep 0.05; done
   addr=$(awk '/^listening/ {print $2}' "$tmp/space.out")
   if [ -n "$addr" ]; then
-    cmd="confluxd --role=space --dir=D --listen=tcp://127.0.0.1:0 --fsync=none & bench/micro/build/layer_pipe ADDR $mode $REPS"
+    cmd="confluxd --role=space --dir=D --listen=tcp://127.0.0.1:0 --fsync=none & bench/micro/build/layer_pipe ADDR $mode $REPS $HOT_PEERS"
     say "$cmd"
-    timeout "$TMO" "$B/layer_pipe" "$addr" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" ||
+    timeout "$TMO" "$B/layer_pipe" "$addr" "$mode" "$REPS" "$HOT_PEERS" 2>"$tmp/err" | tag "$cmd" ||
       { say "layer_pipe failed: $(tail -2 "$tmp/err")"; status=1; }
   else
     say "pipe layer not measured: confluxd did not start: $(tail -2 "$tmp/space.err")"; status=1
