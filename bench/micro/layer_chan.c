@@ -3,12 +3,13 @@
  * through the public channel API (cx_chan.h), printed as micro.h's JSON lines (layer
  * "channel", link "tcp": the channel runtime's links are TCP).
  *
- *   layer_chan <quick|full> [reps]
+ *   layer_chan <quick|full> [reps] [hot-spot peers]
  *
  * Also completion notification (this process driving the runtime with cx_chan_ctx_drive,
  * polling against blocking), overlap and buffer reuse at 64 KiB, Q = 16 (layer_common.h),
  * bidirectional latency and bandwidth ('L', 'S': the sink process's own thread sends 'D'
- * events while its handler counts ours).
+ * events while its handler counts ours), and the hot-spot (1..N more sink processes, a
+ * channel pair each; 'T' asks one for a stream).
  *
  * This process forks the sink process; the source creates two typed reliable channels
  * ("ping": here -> there, "pong": back), the sink opens both. Events: 'E' echoed at the same
@@ -102,6 +103,7 @@ static void sink_on(void *arg, const struct cx_chan_event *e)
     case 'D': __atomic_add_fetch(&s->dcount, 1, __ATOMIC_RELEASE); return;
     case 'L':
     case 'S': /* bidirectional: the sink's own thread sends while this handler counts */
+    case 'T': /* hot-spot: the sink's own thread streams n events, nothing back expected */
         if (in->n >= 16) memcpy(&s->cmd_n, in->data, 8), memcpy(&s->cmd_size, in->data + 8, 8);
         s->cmd_d0 = s->dcount;
         __atomic_store_n(&s->cmd, in->kind, __ATOMIC_RELEASE);
@@ -118,7 +120,8 @@ static void sink_on(void *arg, const struct cx_chan_event *e)
 }
 
 /* Bidirectional tests, the sink's side: 'L' = each round one 'D' event out, then wait for
- * the source's; 'S' = n 'D' events out, then wait for the source's n and answer 'A'. */
+ * the source's; 'S' = n 'D' events out, then wait for the source's n and answer 'A'; and
+ * the hot-spot's 'T' = n 'D' events out. */
 static void sink_bidir(struct sink_state *s, int cmd)
 {
     uint64_t n = s->cmd_n, size = s->cmd_size > (1u << 20) ? 1u << 20 : s->cmd_size;
@@ -126,13 +129,15 @@ static void sink_bidir(struct sink_state *s, int cmd)
     uint8_t *data = calloc(1, size ? size : 1);
     struct ev out = {.kind = 'D', .n = (uint32_t)size, .data = data};
     double t0 = now_s();
-    for (uint64_t i = 0; i < n; i++) {
+    for (uint64_t i = 0; i < n && cmd == 'T'; i++)
+        if (cx_chan_submit_wait(s->back, &out, 30000) < 0) die("sink submit");
+    for (uint64_t i = 0; i < n && cmd != 'T'; i++) {
         if (cx_chan_submit_wait(s->back, &out, 30000) < 0) die("sink submit");
         if (cmd == 'L')
             while (__atomic_load_n(&s->dcount, __ATOMIC_ACQUIRE) < d0 + (long)i + 1 && now_s() - t0 < 60)
                 sched_yield();
     }
-    while (__atomic_load_n(&s->dcount, __ATOMIC_ACQUIRE) < d0 + (long)n && now_s() - t0 < 60)
+    while (cmd != 'T' && __atomic_load_n(&s->dcount, __ATOMIC_ACQUIRE) < d0 + (long)n && now_s() - t0 < 60)
         sched_yield();
     if (cmd == 'S') {
         struct reply r = {(uint64_t)(s->dcount - d0), proc_cpu_s()};
@@ -305,10 +310,86 @@ static void emit_cb(void *ectx, const char *test, const char *params, const char
     emit(test, params, metric, unit, (double *)r, n, ok);
 }
 
+/* Hot-spot: np more sink processes, each with a ping/pong channel pair of its own; this
+ * process pings all of them every round, then receives a stream from all at once. They are
+ * forked before this process's runtime starts (no fork once its threads run). */
+struct hot_peer { pid_t pid; int fd; struct cx_chan *ping, *pong; struct cx_chan_source *src; struct cx_chan_sink *k; };
+
+static void hot_fork(struct hot_peer *h)
+{
+    int p[2];
+    if (pipe(p) != 0) die("pipe");
+    fflush(NULL);
+    if ((h->pid = fork()) == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(p[1]);
+        _exit(run_sink(p[0]));
+    }
+    close(p[0]);
+    h->fd = p[1];
+}
+
+static void hot_join(struct hot_peer *h, struct cx_chan_ctx *ctx, const struct cx_format *F)
+{
+    struct cx_chan_opts co = {.format = F, .mode = CX_CHAN_RELIABLE, .queue_limit = 512};
+    struct cx_chan_sink_opts so = {.format = F};
+    char ids[2][256] = {{0}};
+    if (cx_chan_create(ctx, &co, &h->ping) < 0 || cx_chan_create(ctx, &co, &h->pong) < 0 ||
+        cx_chan_source(h->ping, F, &h->src) < 0 || cx_chan_sink(h->pong, &so, source_on, NULL, &h->k) < 0)
+        die("hot-spot setup");
+    snprintf(ids[0], sizeof ids[0], "%s", cx_chan_id(h->ping));
+    snprintf(ids[1], sizeof ids[1], "%s", cx_chan_id(h->pong));
+    if (write(h->fd, ids, sizeof ids) != (ssize_t)sizeof ids) die("hot-spot ids");
+    close(h->fd);
+}
+
+static void chan_hotspot(struct hot_peer *h, int np, int quick, uint8_t *buf)
+{
+    for (int j = 0; j < np; j++)
+        if (cx_chan_wait_members(h[j].ping, 1, 1, 10000) < 0 || cx_chan_wait_members(h[j].pong, 1, 1, 10000) < 0)
+            die("waiting for a hot-spot sink");
+    char prm[96];
+    double r[MAXREP];
+    for (int k = 1; k <= np; k++) {
+        long n = quick ? 200 : 3000;
+        struct ev e = {.kind = 'E', .n = 8, .data = buf};
+        for (int rep = 0; rep < reps; rep++) {
+            double t0 = now_s();
+            for (long i = 0; i < n; i++) {
+                long want = g_echoes + k;
+                for (int j = 0; j < k; j++) submit(h[j].src, &e);
+                wait_count(&g_echoes, want);
+            }
+            r[rep] = (now_s() - t0) / (double)n * 1e6 / 2;
+        }
+        snprintf(prm, sizeof prm, "\"peers\":%d,\"size\":8", k);
+        emit("hotspot_lat", prm, "one_way_us", "us", r, n, 1);
+        uint64_t m = (uint64_t)(((quick ? 4L : 64L) << 20) / 65536 / k);
+        if (m < 16) m = 16;
+        for (int rep = 0; rep < reps; rep++) {
+            uint64_t cmdv[2] = {m, 65536};
+            struct ev c = {.kind = 'T', .n = sizeof cmdv, .data = (uint8_t *)cmdv};
+            long d0 = g_data;
+            double t0 = now_s();
+            for (int j = 0; j < k; j++) submit(h[j].src, &c);
+            wait_count(&g_data, d0 + (long)m * k);
+            r[rep] = (double)k * (double)m * 65536.0 / (now_s() - t0) / 1e6;
+        }
+        snprintf(prm, sizeof prm, "\"peers\":%d,\"size\":65536", k);
+        emit("hotspot_bw", prm, "MBps", "MB/s", r, (long)m, 1);
+    }
+    struct ev qe = {.kind = 'Q', .n = 0, .data = buf};
+    for (int j = 0; j < np; j++) {
+        int st;
+        submit(h[j].src, &qe);
+        waitpid(h[j].pid, &st, 0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s <quick|full> [reps]\n", argv[0]);
+        fprintf(stderr, "usage: %s <quick|full> [reps] [hot-spot peers (quick 2, full 4)]\n", argv[0]);
         return 2;
     }
     int quick = !strcmp(argv[1], "quick");
@@ -324,6 +405,10 @@ int main(int argc, char **argv)
         _exit(run_sink(p[0]));
     }
     close(p[0]);
+    struct hot_peer hp[16];
+    int hot = argc > 3 ? atoi(argv[3]) : (quick ? 2 : 4);
+    if (hot < 0 || hot > 16) hot = 0;
+    for (int j = 0; j < hot; j++) hot_fork(&hp[j]);
     const struct cx_format *F = ev_format();
     struct cx_chan_ctx *ctx;
     struct cx_chan *ping, *pong;
@@ -339,6 +424,7 @@ int main(int argc, char **argv)
     snprintf(ids[0], sizeof ids[0], "%s", cx_chan_id(ping));
     snprintf(ids[1], sizeof ids[1], "%s", cx_chan_id(pong));
     if (write(p[1], ids, sizeof ids) != (ssize_t)sizeof ids) return 1;
+    for (int j = 0; j < hot; j++) hot_join(&hp[j], ctx, F);
     if (cx_chan_wait_members(ping, 1, 1, 10000) < 0 || cx_chan_wait_members(pong, 1, 1, 10000) < 0)
         die("waiting for the sink process");
     uint8_t *buf = calloc(1, 1 << 20);
@@ -441,6 +527,7 @@ int main(int argc, char **argv)
     ow /= 16L * (65536 + 48);
     layer_overlap_reuse(src, chan_stream, NULL, emit_cb, quick, reps, ow < 4 ? 4 : ow);
     chan_bidir(src, buf, quick);
+    chan_hotspot(hp, hot, quick, buf);
     struct ev qe = {.kind = 'Q', .n = 0, .data = buf};
     submit(src, &qe);
     int st;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The microbenchmark suite over every raw link, with its peers, all in one run:
 #   Conflux: micro_bench shm|tcp|ucx|tls (all tests + hot-spot),
-#            layer_chan, layer_pipe (the event-channel and pipe layers: latency, windowed
-#            bandwidth, CPU; the pipe layer over a space server, confluxd --role=space)
+#            layer_chan, layer_pipe (the event-channel and pipe layers: every test; the pipe
+#            layer over a space server, confluxd --role=space)
 #            micro_dpdk over memif, over af_packet (veth between two namespaces made here) and
 #            its hot-spot through a memif switch
 #   peers:   Open MPI (mpi_micro.c, OSU style; btl vader = shm, btl tcp = tcp, pml ucx = ucx),
@@ -218,9 +218,9 @@ fi
 
 # the event-channel layer (its links are TCP)
 if part chan && [ -x "$B/layer_chan" ]; then
-  cmd="bench/micro/build/layer_chan $mode $REPS"
+  cmd="bench/micro/build/layer_chan $mode $REPS $HOT_PEERS"
   say "$cmd"
-  timeout "$TMO" "$B/layer_chan" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" ||
+  timeout "$TMO" "$B/layer_chan" "$mode" "$REPS" "$HOT_PEERS" 2>"$tmp/err" | tag "$cmd" ||
     { say "layer_chan failed: $(tail -2 "$tmp/err")"; status=1; }
 fi
 # its peer with the same tests: ZeroMQ (PUB/SUB + PUSH/PULL, as bench/channel uses it)

@@ -32,8 +32,6 @@ HEADLINE = {
     "hotspot_lat": ({"peers": "max"}, "one_way_us"), "hotspot_bw": ({"peers": "max"}, "MBps"),
 }
 IGNORE_KEYS = {"compute_share"}  # measured, not chosen: not part of a point's identity
-# what layer_chan.c and layer_pipe.c measure
-LAYER_TESTS = {"lat", "bw", "bilat", "bibw", "cpu", "overlap", "notify", "reuse_fifo", "reuse_pct"}
 
 
 def why_missing(layer, link, test):
@@ -44,9 +42,6 @@ def why_missing(layer, link, test):
                 "other work in dataplane/src/channel; layer_chan.c measures whatever link it uses)")
     if layer == "pipe" and link != "tcp":
         return "pipes reach the space server and their readers over TCP only"
-    if layer in ("channel", "pipe") and test not in LAYER_TESTS:
-        return ("not written for the layers yet: the hot-spot needs N sink (reader) processes "
-                "and a measuring end that waits on all of them")
     if layer == "driver" and link in ("dpdk", "af_packet"):
         return ("not in this run's results: DPDK is not installed, or (af_packet) network "
                 "namespaces could not be made (root and iproute2 needed), or the run failed: "
@@ -61,6 +56,8 @@ def why_no_peer(layer, link, test):
         return "no outside TLS peer: tls is put beside the Conflux tcp driver (the cost of TLS)"
     if test.startswith("hotspot") and link in ("dpdk", "af_packet"):
         return "the bare DPDK peer is one pair: it has no N-peer mode"
+    if test.startswith("hotspot") and layer in ("channel", "pipe"):
+        return "the layers' peers (peer_zmq.c, peer_nats.c) have no N-peer mode"
     if test == "notify":
         return "blocking rows are put beside the same link busy polling"
     return "no peer measured in this run (see run.sh's output)"
