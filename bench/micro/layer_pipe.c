@@ -67,6 +67,7 @@ static void wr(int d, const void *b, size_t n)
     if (pi_write(d, b, n, NULL) != (long)n) die("pi_write");
 }
 static int g_poll; /* notify test: read by polling (pi_read_timeout 0) instead of blocking */
+static int g_stall_ms = -1; /* the measuring process: a read waiting this long fails the run */
 
 static long rd(int d, void *b)
 {
@@ -75,7 +76,11 @@ static long rd(int d, void *b)
         while ((n = pi_read_timeout(d, b, MAXSEG, NULL, 0)) < 0 && errno == ETIMEDOUT)
             ;
     } else {
-        n = pi_read(d, b, MAXSEG, NULL);
+        n = pi_read_timeout(d, b, MAXSEG, NULL, g_stall_ms);
+    }
+    if (n < 0 && errno == ETIMEDOUT) {
+        fprintf(stderr, "layer_pipe: no segment for %d s: the pipe runtime stalled\n", g_stall_ms / 1000);
+        exit(1);
     }
     if (n < 0) die("pi_read");
     return n;
@@ -278,6 +283,10 @@ int main(int argc, char **argv)
     struct hot h = {0};
     int hot = argc > 4 ? atoi(argv[4]) : (quick ? 2 : 4);
     if (hot > 0 && hot <= 16) hot_fork(&h, argv[1], hot);
+    /* here, not in the echo processes: they may wait long for their next command; a
+     * point's stream takes seconds, so 60 s of nothing means the run stalled (it happened
+     * at full-mode sizes: a 64 MiB window of segments) */
+    g_stall_ms = 60000;
     int s = pi_space_open(argv[1], NULL);
     if (s < 0) die("pi_space_open");
     int w = pi_create(ping, s, PI_CREATE);
