@@ -3,7 +3,13 @@
  * through the public channel API (cx_chan.h), printed as micro.h's JSON lines (layer
  * "channel", link "tcp": the channel runtime's links are TCP).
  *
- *   layer_chan <quick|full> [reps]
+ *   layer_chan <quick|full> [reps] [hot-spot peers]
+ *
+ * Also completion notification (this process driving the runtime with cx_chan_ctx_drive,
+ * polling against blocking), overlap and buffer reuse at 64 KiB, Q = 16 (layer_common.h),
+ * bidirectional latency and bandwidth ('L', 'S': the sink process's own thread sends 'D'
+ * events while its handler counts ours), and the hot-spot (1..N more sink processes, a
+ * channel pair each; 'T' asks one for a stream).
  *
  * This process forks the sink process; the source creates two typed reliable channels
  * ("ping": here -> there, "pong": back), the sink opens both. Events: 'E' echoed at the same
@@ -13,6 +19,7 @@
 #include "common/cx_error.h"
 #include "format/cx_format.h"
 #include "format/cx_format_registry.h"
+#include "layer_common.h"
 
 #include <sched.h>
 #include <signal.h>
@@ -70,7 +77,16 @@ static void submit(struct cx_chan_source *src, const struct ev *e)
 }
 
 /* ---- the sink process ------------------------------------------------------------- */
-struct sink_state { struct cx_chan_source *back; uint8_t *buf; uint64_t count; volatile int quit; };
+struct sink_state {
+    struct cx_chan_source *back;
+    uint8_t *buf;
+    uint64_t count;
+    volatile int quit;
+    volatile long dcount;      /* 'D' events (bidirectional tests) */
+    volatile int cmd;          /* 'L' or 'S' for the sink's own thread to run */
+    uint64_t cmd_n, cmd_size;
+    long cmd_d0;               /* dcount when the command came (the source's events follow it) */
+};
 
 static void sink_on(void *arg, const struct cx_chan_event *e)
 {
@@ -84,6 +100,14 @@ static void sink_on(void *arg, const struct cx_chan_event *e)
     case 'W': s->count++, out.kind = 'A'; break;
     case 'C': r.count = s->count, r.cpu_s = proc_cpu_s(), s->count = 0; break;
     case 'Q': s->quit = 1; return;
+    case 'D': __atomic_add_fetch(&s->dcount, 1, __ATOMIC_RELEASE); return;
+    case 'L':
+    case 'S': /* bidirectional: the sink's own thread sends while this handler counts */
+    case 'T': /* hot-spot: the sink's own thread streams n events, nothing back expected */
+        if (in->n >= 16) memcpy(&s->cmd_n, in->data, 8), memcpy(&s->cmd_size, in->data + 8, 8);
+        s->cmd_d0 = s->dcount;
+        __atomic_store_n(&s->cmd, in->kind, __ATOMIC_RELEASE);
+        return;
     default: return;
     }
     if (in->kind != 'E') {
@@ -93,6 +117,35 @@ static void sink_on(void *arg, const struct cx_chan_event *e)
     }
     while (cx_chan_submit(s->back, &out) == -EAGAIN)
         ; /* the reply queue is never full here; spin rather than drop */
+}
+
+/* Bidirectional tests, the sink's side: 'L' = each round one 'D' event out, then wait for
+ * the source's; 'S' = n 'D' events out, then wait for the source's n and answer 'A'; and
+ * the hot-spot's 'T' = n 'D' events out. */
+static void sink_bidir(struct sink_state *s, int cmd)
+{
+    uint64_t n = s->cmd_n, size = s->cmd_size > (1u << 20) ? 1u << 20 : s->cmd_size;
+    long d0 = s->cmd_d0;
+    uint8_t *data = calloc(1, size ? size : 1);
+    struct ev out = {.kind = 'D', .n = (uint32_t)size, .data = data};
+    double t0 = now_s();
+    for (uint64_t i = 0; i < n && cmd == 'T'; i++)
+        if (cx_chan_submit_wait(s->back, &out, 30000) < 0) die("sink submit");
+    for (uint64_t i = 0; i < n && cmd != 'T'; i++) {
+        if (cx_chan_submit_wait(s->back, &out, 30000) < 0) die("sink submit");
+        if (cmd == 'L')
+            while (__atomic_load_n(&s->dcount, __ATOMIC_ACQUIRE) < d0 + (long)i + 1 && now_s() - t0 < 60)
+                sched_yield();
+    }
+    while (cmd != 'T' && __atomic_load_n(&s->dcount, __ATOMIC_ACQUIRE) < d0 + (long)n && now_s() - t0 < 60)
+        sched_yield();
+    if (cmd == 'S') {
+        struct reply r = {(uint64_t)(s->dcount - d0), proc_cpu_s()};
+        memcpy(s->buf, &r, sizeof r);
+        struct ev a = {.kind = 'A', .n = sizeof r, .data = s->buf};
+        if (cx_chan_submit_wait(s->back, &a, 30000) < 0) die("sink submit");
+    }
+    free(data);
 }
 
 static int run_sink(int rfd)
@@ -109,14 +162,22 @@ static int run_sink(int rfd)
         die("sink setup");
     struct cx_chan_sink_opts so = {.format = F};
     if (cx_chan_sink(ping, &so, sink_on, &s, &k) < 0) die("sink");
-    while (!s.quit) usleep(1000);
+    while (!s.quit) {
+        int cmd = __atomic_load_n(&s.cmd, __ATOMIC_ACQUIRE);
+        if (!cmd) {
+            usleep(1000);
+            continue;
+        }
+        s.cmd = 0;
+        sink_bidir(&s, cmd);
+    }
     usleep(100000); /* let the last reply leave */
     cx_chan_ctx_destroy(ctx);
     return 0;
 }
 
 /* ---- the source (measuring) process ------------------------------------------------ */
-static volatile long g_echoes, g_acks, g_cpus;
+static volatile long g_echoes, g_acks, g_cpus, g_data;
 static struct reply g_last;
 
 static void source_on(void *arg, const struct cx_chan_event *e)
@@ -127,12 +188,23 @@ static void source_on(void *arg, const struct cx_chan_event *e)
     if (in->kind == 'E') __atomic_add_fetch(&g_echoes, 1, __ATOMIC_RELEASE);
     else if (in->kind == 'A') __atomic_add_fetch(&g_acks, 1, __ATOMIC_RELEASE);
     else if (in->kind == 'C') __atomic_add_fetch(&g_cpus, 1, __ATOMIC_RELEASE);
+    else if (in->kind == 'D') __atomic_add_fetch(&g_data, 1, __ATOMIC_RELEASE);
 }
+/* How this process waits for a reply: 0 = its progress thread delivers it, we yield; the
+ * notify test's 1 = we drive the runtime polling (timeout 0), 2 = we drive it blocking
+ * (cx_chan_ctx_drive waits for the socket). */
+static int g_wait;
+static struct cx_chan_ctx *g_ctx;
+
 static void wait_count(volatile long *c, long want)
 {
     double t0 = now_s();
     while (__atomic_load_n(c, __ATOMIC_ACQUIRE) < want) {
-        sched_yield(); /* the reply comes on the progress thread: let it run */
+        if (g_wait == 0) sched_yield(); /* the reply comes on the progress thread: let it run */
+        else if (cx_chan_ctx_drive(g_ctx, g_wait == 1 ? 0 : 1000) < 0) {
+            fprintf(stderr, "layer_chan: drive: %s\n", cx_errmsg());
+            exit(1);
+        }
         if (now_s() - t0 > 30) {
             fprintf(stderr, "layer_chan: no reply after 30 s\n");
             exit(1);
@@ -168,10 +240,156 @@ static struct reply query(struct cx_chan_source *src, uint8_t *buf)
     return g_last;
 }
 
+/* Bidirectional latency (both ends send one event per round, then wait for the other's)
+ * and bandwidth (both send n events at once; the sink answers once it has ours): the
+ * sink's own thread sends (sink_bidir). Sizes as peer_common.h's peer_bidir. */
+static void chan_bidir(struct cx_chan_source *src, uint8_t *buf, int quick)
+{
+    static const size_t BQ[] = {64, 65536}, BF[] = {64, 512, 4096, 32768, 262144, 1048576};
+    const size_t *bs = quick ? BQ : BF;
+    size_t nb = quick ? 2 : 6;
+    char prm[64];
+    double r[MAXREP];
+    for (int bi = 0; bi < 2; bi++)
+        for (size_t i = 0; i < nb; i++) {
+            if (!bi && bs[i] > 65536) continue;
+            long n = bi ? ((quick ? 4L : 16L) << 20) / (long)(bs[i] + 48) : (quick ? 300 : 5000);
+            if (n > (quick ? 2000 : 20000)) n = quick ? 2000 : 20000;
+            if (n < 4) n = 4;
+            int ok = 1;
+            for (int k = 0; k < reps; k++) {
+                uint64_t cmdv[2] = {(uint64_t)n, bs[i]};
+                struct ev c = {.kind = bi ? 'S' : 'L', .n = sizeof cmdv, .data = (uint8_t *)cmdv};
+                struct ev d = {.kind = 'D', .n = (uint32_t)bs[i], .data = buf};
+                long d0 = g_data, a0 = g_acks;
+                submit(src, &c);
+                double t0 = now_s();
+                for (long j = 0; j < n; j++) {
+                    submit(src, &d);
+                    if (!bi) wait_count(&g_data, d0 + j + 1);
+                }
+                if (bi) {
+                    wait_count(&g_data, d0 + n);
+                    wait_count(&g_acks, a0 + 1); /* the sink has all of ours */
+                    ok &= g_last.count == (uint64_t)n;
+                }
+                double dt = now_s() - t0;
+                r[k] = bi ? 2.0 * (double)n * (double)bs[i] / dt / 1e6 : dt / (double)n * 1e6;
+            }
+            snprintf(prm, sizeof prm, "\"size\":%zu", bs[i]);
+            if (bi) emit("bibw", prm, "MBps", "MB/s", r, n, ok);
+            else emit("bilat", prm, "round_us", "us", r, n, ok);
+        }
+}
+
+/* layer_common.h's stream: windows of q events from the buffers, compute after each. */
+static double chan_stream(void *ctx, struct lbufs *b, int q, long windows, double compute_us, int *ok)
+{
+    struct cx_chan_source *src = ctx;
+    static uint8_t qbuf[64];
+    query(src, qbuf); /* zeroes the sink's count */
+    long acks0 = g_acks;
+    double t0 = now_s();
+    for (long x = 1; x <= windows; x++) {
+        for (int j = 0; j < q; j++) {
+            struct ev e = {.kind = j == q - 1 ? 'W' : 'B', .n = (uint32_t)b->size, .data = lb_next(b)};
+            submit(src, &e);
+            if (compute_us > 0) lb_spin_us(compute_us);
+        }
+        wait_count(&g_acks, acks0 + x);
+    }
+    double dt = now_s() - t0;
+    *ok &= query(src, qbuf).count == (uint64_t)(windows * q);
+    return (double)(windows * q) * (double)b->size / dt / 1e6;
+}
+
+static void emit_cb(void *ectx, const char *test, const char *params, const char *metric,
+                    const char *unit, const double *r, int nreps, long n, int ok)
+{
+    (void)ectx, (void)nreps;
+    emit(test, params, metric, unit, (double *)r, n, ok);
+}
+
+/* Hot-spot: np more sink processes, each with a ping/pong channel pair of its own; this
+ * process pings all of them every round, then receives a stream from all at once. They are
+ * forked before this process's runtime starts (no fork once its threads run). */
+struct hot_peer { pid_t pid; int fd; struct cx_chan *ping, *pong; struct cx_chan_source *src; struct cx_chan_sink *k; };
+
+static void hot_fork(struct hot_peer *h)
+{
+    int p[2];
+    if (pipe(p) != 0) die("pipe");
+    fflush(NULL);
+    if ((h->pid = fork()) == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(p[1]);
+        _exit(run_sink(p[0]));
+    }
+    close(p[0]);
+    h->fd = p[1];
+}
+
+static void hot_join(struct hot_peer *h, struct cx_chan_ctx *ctx, const struct cx_format *F)
+{
+    struct cx_chan_opts co = {.format = F, .mode = CX_CHAN_RELIABLE, .queue_limit = 512};
+    struct cx_chan_sink_opts so = {.format = F};
+    char ids[2][256] = {{0}};
+    if (cx_chan_create(ctx, &co, &h->ping) < 0 || cx_chan_create(ctx, &co, &h->pong) < 0 ||
+        cx_chan_source(h->ping, F, &h->src) < 0 || cx_chan_sink(h->pong, &so, source_on, NULL, &h->k) < 0)
+        die("hot-spot setup");
+    snprintf(ids[0], sizeof ids[0], "%s", cx_chan_id(h->ping));
+    snprintf(ids[1], sizeof ids[1], "%s", cx_chan_id(h->pong));
+    if (write(h->fd, ids, sizeof ids) != (ssize_t)sizeof ids) die("hot-spot ids");
+    close(h->fd);
+}
+
+static void chan_hotspot(struct hot_peer *h, int np, int quick, uint8_t *buf)
+{
+    for (int j = 0; j < np; j++)
+        if (cx_chan_wait_members(h[j].ping, 1, 1, 10000) < 0 || cx_chan_wait_members(h[j].pong, 1, 1, 10000) < 0)
+            die("waiting for a hot-spot sink");
+    char prm[96];
+    double r[MAXREP];
+    for (int k = 1; k <= np; k++) {
+        long n = quick ? 200 : 3000;
+        struct ev e = {.kind = 'E', .n = 8, .data = buf};
+        for (int rep = 0; rep < reps; rep++) {
+            double t0 = now_s();
+            for (long i = 0; i < n; i++) {
+                long want = g_echoes + k;
+                for (int j = 0; j < k; j++) submit(h[j].src, &e);
+                wait_count(&g_echoes, want);
+            }
+            r[rep] = (now_s() - t0) / (double)n * 1e6 / 2;
+        }
+        snprintf(prm, sizeof prm, "\"peers\":%d,\"size\":8", k);
+        emit("hotspot_lat", prm, "one_way_us", "us", r, n, 1);
+        uint64_t m = (uint64_t)(((quick ? 4L : 64L) << 20) / 65536 / k);
+        if (m < 16) m = 16;
+        for (int rep = 0; rep < reps; rep++) {
+            uint64_t cmdv[2] = {m, 65536};
+            struct ev c = {.kind = 'T', .n = sizeof cmdv, .data = (uint8_t *)cmdv};
+            long d0 = g_data;
+            double t0 = now_s();
+            for (int j = 0; j < k; j++) submit(h[j].src, &c);
+            wait_count(&g_data, d0 + (long)m * k);
+            r[rep] = (double)k * (double)m * 65536.0 / (now_s() - t0) / 1e6;
+        }
+        snprintf(prm, sizeof prm, "\"peers\":%d,\"size\":65536", k);
+        emit("hotspot_bw", prm, "MBps", "MB/s", r, (long)m, 1);
+    }
+    struct ev qe = {.kind = 'Q', .n = 0, .data = buf};
+    for (int j = 0; j < np; j++) {
+        int st;
+        submit(h[j].src, &qe);
+        waitpid(h[j].pid, &st, 0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s <quick|full> [reps]\n", argv[0]);
+        fprintf(stderr, "usage: %s <quick|full> [reps] [hot-spot peers (quick 2, full 4)]\n", argv[0]);
         return 2;
     }
     int quick = !strcmp(argv[1], "quick");
@@ -187,6 +405,10 @@ int main(int argc, char **argv)
         _exit(run_sink(p[0]));
     }
     close(p[0]);
+    struct hot_peer hp[16];
+    int hot = argc > 3 ? atoi(argv[3]) : (quick ? 2 : 4);
+    if (hot < 0 || hot > 16) hot = 0;
+    for (int j = 0; j < hot; j++) hot_fork(&hp[j]);
     const struct cx_format *F = ev_format();
     struct cx_chan_ctx *ctx;
     struct cx_chan *ping, *pong;
@@ -202,6 +424,7 @@ int main(int argc, char **argv)
     snprintf(ids[0], sizeof ids[0], "%s", cx_chan_id(ping));
     snprintf(ids[1], sizeof ids[1], "%s", cx_chan_id(pong));
     if (write(p[1], ids, sizeof ids) != (ssize_t)sizeof ids) return 1;
+    for (int j = 0; j < hot; j++) hot_join(&hp[j], ctx, F);
     if (cx_chan_wait_members(ping, 1, 1, 10000) < 0 || cx_chan_wait_members(pong, 1, 1, 10000) < 0)
         die("waiting for the sink process");
     uint8_t *buf = calloc(1, 1 << 20);
@@ -271,6 +494,40 @@ int main(int argc, char **argv)
                 emit("cpu", prm, "wall_us", "us/msg", c[2], w * q, ok);
             }
         }
+    /* completion notification: 8 B and 4 KiB ping-pong, this process driving the runtime
+     * polling against blocking in cx_chan_ctx_drive; latency and this process's CPU share */
+    g_ctx = ctx;
+    static const size_t nsz[] = {8, 4096};
+    for (int mode = 1; mode <= 2; mode++)
+        for (size_t i = 0; i < 2; i++) {
+            long n = quick ? 300 : 5000;
+            double r[MAXREP], c[MAXREP], *rtt = malloc(sizeof(double) * (size_t)n);
+            struct ev e = {.kind = 'E', .n = (uint32_t)nsz[i], .data = buf};
+            g_wait = mode;
+            for (int k2 = 0; k2 < reps; k2++) {
+                double c0 = proc_cpu_s(), t00 = now_s();
+                for (long j = -20; j < n; j++) {
+                    long want = g_echoes + 1;
+                    double t0 = now_s();
+                    submit(src, &e);
+                    wait_count(&g_echoes, want);
+                    if (j >= 0) rtt[j] = now_s() - t0;
+                }
+                c[k2] = (proc_cpu_s() - c0) / (now_s() - t00);
+                qsort(rtt, (size_t)n, sizeof *rtt, cmpd);
+                r[k2] = rtt[n / 2] * 1e6 / 2;
+            }
+            g_wait = 0;
+            free(rtt);
+            snprintf(prm, sizeof prm, "\"size\":%zu,\"wait\":\"%s\"", nsz[i], mode == 1 ? "poll" : "block");
+            emit("notify", prm, "one_way_us", "us", r, n, 1);
+            emit("notify", prm, "client_cpu_share", "cores", c, n, 1);
+        }
+    long ow = (quick ? 4L : 64L) << 20;
+    ow /= 16L * (65536 + 48);
+    layer_overlap_reuse(src, chan_stream, NULL, emit_cb, quick, reps, ow < 4 ? 4 : ow);
+    chan_bidir(src, buf, quick);
+    chan_hotspot(hp, hot, quick, buf);
     struct ev qe = {.kind = 'Q', .n = 0, .data = buf};
     submit(src, &qe);
     int st;

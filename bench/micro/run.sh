@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The microbenchmark suite over every raw link, with its peers, all in one run:
-#   Conflux: micro_bench shm|tcp|ucx|tls (all tests + hot-spot), micro_dpdk (memif),
-#            layer_chan, layer_pipe (the event-channel and pipe layers: latency, windowed
-#            bandwidth, CPU; the pipe layer over a space server, confluxd --role=space)
+#   Conflux: micro_bench shm|tcp|ucx|tls (all tests + hot-spot),
+#            layer_chan, layer_pipe (the event-channel and pipe layers: every test; the pipe
+#            layer over a space server, confluxd --role=space)
+#            micro_dpdk over memif, over af_packet (veth between two namespaces made here) and
+#            its hot-spot through a memif switch
 #   peers:   Open MPI (mpi_micro.c, OSU style; btl vader = shm, btl tcp = tcp, pml ucx = ucx),
-#            ucx_perftest
-#            (UCX_TLS=posix for shm, $CX_BENCH_UCX_TLS for ucx), sockperf and iperf3 (tcp),
-#            the bare DPDK memif ping-pong (bench/transport/dpdk_pingpong.c)
+#            ucx_perftest (UCX_TLS=posix for shm, $CX_BENCH_UCX_TLS for ucx), sockperf and
+#            iperf3 (tcp), the bare DPDK peer (bench/transport/dpdk_pingpong.c, memif and
+#            af_packet), ZeroMQ (peer_zmq.c: the channel layer), NATS core (peer_nats.c: pipes)
 # Every row, with its command, goes to bench/results/micro.jsonl (replaced each run).
-#   bench/micro/run.sh [--quick]       (env: REPS, CX_BENCH_UCX_TLS=tcp, HOT_PEERS)
+#   bench/micro/run.sh [--quick]       (env: REPS, CX_BENCH_UCX_TLS=tcp, HOT_PEERS, PARTS)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out="$here/../results"
@@ -18,8 +20,9 @@ case "${1:-}" in --quick) mode=quick ;; "") ;; *) echo "usage: $0 [--quick]" >&2
 quick() { [ "$mode" = quick ]; }
 PY=${PYTHON:-/usr/bin/python3}
 REPS=${REPS:-$(quick && echo 3 || echo 5)}
-PREPS=$(quick && echo 1 || echo 3)   # repetitions of the external peers' runs
+PREPS=${PREPS:-$(quick && echo 1 || echo 3)}   # repetitions of the external peers' runs
 HOT_PEERS=${HOT_PEERS:-$(quick && echo 2 || echo 4)}
+PARTS=${PARTS:-all}   # a subset: links dpdk chan pipe mpi ucx_perftest sockperf iperf3
 UTLS=${CX_BENCH_UCX_TLS:-tcp}
 TMO=$(quick && echo 90 || echo 1200)
 export UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n
@@ -30,7 +33,11 @@ make -s -C "$here/../transport" -f dpdk.mk >/dev/null 2>&1 || true
 B="$here/build"
 tmp=$(mktemp -d /tmp/cxmicro.XXXXXX)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  declare -F afp_down >/dev/null && afp_down   # the namespaces go, whatever happened
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 have() { command -v "$1" >/dev/null 2>&1; }
 port() { echo $((20000 + RANDOM % 20000)); }
@@ -38,6 +45,12 @@ status=0
 tag() { "$PY" "$here/collect.py" tag --out "$J" --cmd "$1" ${2:+--impl "$2"}; }
 point() { "$PY" "$here/collect.py" point --out "$J" "$@"; }
 say() { echo "bench/micro [$(date +%T)]: $*" >&2; }
+part() { [[ " $PARTS " == *" all "* || " $PARTS " == *" $1 "* ]]; }
+# the peers' sizes and counts, as micro_tests.c's
+LATS=$(quick && echo "8 1024 65536" || echo "8 64 512 4096 32768 262144 1048576")
+BWS=$(quick && echo "64 65536" || echo "64 512 4096 32768 262144 1048576")
+QS=$(quick && echo "16" || echo "8 16 64 100")
+lat_iters() { local n; n=$(quick && echo 300 || echo 20000); [ "$1" -gt 65536 ] && n=500; echo "$n"; }
 
 # --- Conflux raw links -------------------------------------------------------------------
 # tls: a CA and one certificate (serverAuth + clientAuth) both ends use
@@ -54,6 +67,7 @@ mkcerts() {
 }
 mkcerts || say "could not make TLS certificates (tls rows will be missing)"
 for link in shm tcp ucx tls; do
+  part links || break
   env=""; [ "$link" = ucx ] && env="UCX_TLS=$UTLS "
   if ! env ${env:+UCX_TLS=$UTLS} "$B/micro_bench" "$link" lat quick 1 >/dev/null 2>"$tmp/probe.err"; then
     say "$link: not measured: $(tail -1 "$tmp/probe.err")"; continue
@@ -66,44 +80,172 @@ for link in shm tcp ucx tls; do
       { say "$link $t failed: $(tail -2 "$tmp/err")"; status=1; }
   done
 done
-# dpdk memif: two processes, the client measures
-dpdk_pair() { # <program> <server args> <client args...> ; prints the client's stdout
-  local sock="$tmp/memif.sock"
-  "$1" server "$sock" $2 >"$tmp/dpdk-server.log" 2>&1 & local s=$!; pids+=("$s")
-  for _ in $(seq 300); do grep -q '^ready' "$tmp/dpdk-server.log" && break; sleep 0.1; done
-  local prog=$1; shift 2
-  timeout "$TMO" "$prog" client "$sock" "$@" 2>>"$tmp/dpdk-client.log" | grep '^{'
-  sleep 0.5; kill "$s" 2>/dev/null; wait "$s" 2>/dev/null
+# --- dpdk: a memif pair, net_af_packet on a veth pair between two network namespaces made
+# here (removed on exit), and the hot-spot through a bare DPDK memif switch. Every end is a
+# process of its own (one EAL each); the client measures. Peer: bench/transport/dpdk_pingpong.
+PP="$here/../transport/build/dpdk_pingpong"
+NSA=() NSB=() NETNS=()
+mkns() { # <name>: a network namespace with IPv6 off (no stray frames on its veths), remembered
+  ip netns add "$1" && NETNS+=("$1") && ip netns exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+}
+netns_ok() {
+  [ "$(id -u)" = 0 ] || { echo "network namespaces need root" >&2; return 1; }
+  have ip || { echo "the ip command (iproute2) is missing" >&2; return 1; }
+}
+afp_up() { # two namespaces NS_A, NS_B joined by a veth pair VA-VB
+  NS_A=cxmicro-a-$$ NS_B=cxmicro-b-$$ VA=cxma$(($$ % 100000)) VB=cxmb$(($$ % 100000))
+  netns_ok && mkns "$NS_A" && mkns "$NS_B" &&
+    ip link add "$VA" netns "$NS_A" type veth peer name "$VB" netns "$NS_B" &&
+    ip -n "$NS_A" link set "$VA" up && ip -n "$NS_B" link set "$VB" up
+}
+afp_down() { # deleting a namespace takes its ends of veth pairs, and so the pairs, along
+  local n
+  for n in "${NETNS[@]}"; do ip netns del "$n" 2>/dev/null; done
+  NETNS=()
   return 0
 }
-if [ -x "$B/micro_dpdk" ]; then
-  cmd="bench/micro/build/micro_dpdk server S & bench/micro/build/micro_dpdk client S all $mode $REPS"
+dpdk_stop() { # <pid>: a server exits once its client is gone; give it 5 s
+  for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill "$1" 2>/dev/null; wait "$1" 2>/dev/null
+  return 0
+}
+dpdk_pair() { # <program> <server port> <client port> <client args...>: the client's JSON lines
+  local prog=$1 sp=$2 cp=$3; shift 3
+  "${NSA[@]}" "$prog" server "$sp" >"$tmp/dpdk-server.log" 2>&1 & local s=$!; pids+=("$s")
+  for _ in $(seq 300); do grep -q '^ready' "$tmp/dpdk-server.log" 2>/dev/null && break; sleep 0.1; done
+  timeout "$TMO" "${NSB[@]}" "$prog" client "$cp" "$@" 2>>"$tmp/dpdk-client.log" | grep '^{'
+  dpdk_stop "$s"
+}
+bare_specs() { # the peer's tests, as dpdk_pingpong <test>:<n>:<size>[:q:compute_us:buffers:reuse_pct]
+  local mb sz q n c
+  mb=$(quick && echo 8 || echo 128)
+  for sz in $LATS; do echo "lat:$(lat_iters "$sz"):$sz"; done
+  for q in $QS; do for sz in $BWS; do
+    n=$((mb * 1048576 / (sz + 48))); [ "$n" -gt 50000 ] && n=50000; echo "bw:$n:$sz:$q"   # 50000: as micro_tests.c
+  done; done
+  for sz in $BWS; do
+    [ "$sz" -le 65536 ] && echo "bilat:$(lat_iters "$sz"):$sz"
+    n=$((mb * 1048576 / (sz + 48))); [ "$n" -gt 50000 ] && n=50000; echo "bibw:$n:$sz"
+  done
+  for sz in 64 65536; do # CPU per message at Q = 16
+    n=$((mb * 1048576 / (sz + 48))); [ "$n" -gt 50000 ] && n=50000; echo "cpu:$n:$sz:16"
+  done
+  n=$(quick && echo 256 || echo 2048)
+  for c in $(quick && echo "0 2 5 10" || echo "0 2 5 10 20 50 100"); do echo "overlap:$n:65536:16:$c"; done
+  for c in $(quick && echo "1 16 256" || echo "1 4 16 64 256"); do echo "reuse_fifo:$n:65536:16:0:$c"; done
+  for c in $(quick && echo "0 50 100" || echo "0 25 50 75 100"); do echo "reuse_pct:$n:65536:16:0:256:$c"; done
+}
+dpdk_links() {
+  local link sp cp pre specs
+  for spec in "dpdk|$tmp/memif.sock|$tmp/memif.sock" "af_packet|af_packet:VA|af_packet:VB"; do
+    IFS='|' read -r link sp cp <<<"$spec"
+    pre=""
+    if [ "$link" = af_packet ]; then
+      if ! afp_up 2>"$tmp/afp.err"; then
+        say "af_packet: not measured: $(tail -1 "$tmp/afp.err")"; afp_down; continue
+      fi
+      sp=af_packet:$VA cp=af_packet:$VB NSA=(ip netns exec "$NS_A") NSB=(ip netns exec "$NS_B")
+      pre="ip netns exec A "
+    fi
+    local shown_s=${sp/$tmp\/memif.sock/S} shown_c=${cp/$tmp\/memif.sock/S}
+    shown_s=${shown_s/:cxma*/:VA} shown_c=${shown_c/:cxmb*/:VB}   # A, B: namespaces joined by veth VA-VB
+    cmd="${pre}bench/micro/build/micro_dpdk server $shown_s & ${pre/A/B}bench/micro/build/micro_dpdk client $shown_c all $mode $REPS"
+    say "$cmd"
+    dpdk_pair "$B/micro_dpdk" "$sp" "$cp" all "$mode" "$REPS" | tag "$cmd"
+    if [ -x "$PP" ]; then
+      mapfile -t specs < <(bare_specs)
+      cmd="${pre}bench/transport/build/dpdk_pingpong server $shown_s & ${pre/A/B}bench/transport/build/dpdk_pingpong client $shown_c <test>:<n>:<size>... ($PREPS runs)"
+      say "$cmd"
+      for _ in $(seq "$PREPS"); do dpdk_pair "$PP" "$sp" "$cp" "${specs[@]}"; done |
+        "$PY" "$here/collect.py" bare --out "$J" --link "$link" --cmd "${cmd/<test>:<n>:<size>.../${specs[*]}}" \
+          --note "$([ "$link" = af_packet ] && echo "net_af_packet, 4096-frame ring, veth between two namespaces" || echo memif)"
+    fi
+    NSA=() NSB=()
+    [ "$link" = af_packet ] && afp_down
+  done
+}
+dpdk_hotspot() { # the hot node and HOT_PEERS servers, all memif clients of one bare DPDK switch
+  local sock="$tmp/switch.sock" prefix="cx-micro-switch-$$" sw s j
+  "$B/memif_switch" "$sock" $((HOT_PEERS + 1)) "$prefix" >"$tmp/switch.log" 2>&1 & sw=$!; pids+=("$sw")
+  for _ in $(seq 300); do grep -q '^ready' "$tmp/switch.log" 2>/dev/null && break; sleep 0.1; done
+  local srv=()
+  for j in $(seq "$HOT_PEERS"); do
+    "$B/micro_dpdk" server "switch:$sock:$j" "10.79.0.$j" block >"$tmp/hot-$j.log" 2>&1 & s=$!; pids+=("$s"); srv+=("$s")
+    for _ in $(seq 300); do grep -q '^ready' "$tmp/hot-$j.log" 2>/dev/null && break; sleep 0.1; done
+  done
+  cmd="bench/micro/build/memif_switch S $((HOT_PEERS + 1)) P & for j in 1..$HOT_PEERS: bench/micro/build/micro_dpdk server switch:S:\$j 10.79.0.\$j block & bench/micro/build/micro_dpdk client switch:S:0 hotspot $mode $REPS $HOT_PEERS"
   say "$cmd"
-  dpdk_pair "$B/micro_dpdk" "" all "$mode" "$REPS" | tag "$cmd"
+  timeout "$TMO" "$B/micro_dpdk" client "switch:$sock:0" hotspot "$mode" "$REPS" "$HOT_PEERS" \
+    2>>"$tmp/dpdk-client.log" | tag "$cmd"
+  for s in "${srv[@]}"; do dpdk_stop "$s"; done
+  kill "$sw" 2>/dev/null; wait "$sw" 2>/dev/null
+  rm -rf "/var/run/dpdk/$prefix"
+}
+dpdk_hotspot_afp() { # the hot node and HOT_PEERS servers, each in a namespace of its own,
+  # on veths to a Linux bridge in one more namespace; the driver on net_af_packet
+  local br=cxmicro-br-$$ j s srv=() id=$(($$ % 10000))
+  if ! { netns_ok && mkns "$br" && ip -n "$br" link add cxbr0 type bridge &&
+         ip -n "$br" link set cxbr0 up; } 2>"$tmp/afp.err"; then
+    say "af_packet hot-spot: not measured: $(tail -1 "$tmp/afp.err")"; afp_down; return
+  fi
+  for j in $(seq 0 "$HOT_PEERS"); do # 0 = the hot node
+    if ! { mkns "cxmicro-h$j-$$" &&
+           ip link add "cxh$j-$id" netns "cxmicro-h$j-$$" type veth peer name "cxb$j-$id" netns "$br" &&
+           ip -n "$br" link set "cxb$j-$id" master cxbr0 up && ip -n "cxmicro-h$j-$$" link set "cxh$j-$id" up; } \
+         2>"$tmp/afp.err"; then
+      say "af_packet hot-spot: not measured: $(tail -1 "$tmp/afp.err")"; afp_down; return
+    fi
+  done
+  for j in $(seq "$HOT_PEERS"); do
+    ip netns exec "cxmicro-h$j-$$" "$B/micro_dpdk" server "af_packet:cxh$j-$id" "10.79.0.$j" block \
+      >"$tmp/hot-$j.log" 2>&1 & s=$!; pids+=("$s"); srv+=("$s")
+    for _ in $(seq 300); do grep -q '^ready' "$tmp/hot-$j.log" 2>/dev/null && break; sleep 0.1; done
+  done
+  cmd="for j in 1..$HOT_PEERS: ip netns exec Hj bench/micro/build/micro_dpdk server af_packet:VHj 10.79.0.\$j block & ip netns exec H0 bench/micro/build/micro_dpdk client af_packet:VH0 hotspot $mode $REPS $HOT_PEERS (VHj: veth from namespace Hj to a bridge)"
+  say "$cmd"
+  timeout "$TMO" ip netns exec "cxmicro-h0-$$" "$B/micro_dpdk" client "af_packet:cxh0-$id" hotspot "$mode" "$REPS" \
+    "$HOT_PEERS" 2>>"$tmp/dpdk-client.log" | tag "$cmd"
+  for s in "${srv[@]}"; do dpdk_stop "$s"; done
+  afp_down
+}
+if [ -x "$B/micro_dpdk" ]; then
+  part dpdk && dpdk_links
+  part dpdk && [ -x "$B/memif_switch" ] && dpdk_hotspot
+  part dpdk && dpdk_hotspot_afp
 else
   say "dpdk: not measured (DPDK not installed)"
 fi
 
 # the event-channel layer (its links are TCP)
-if [ -x "$B/layer_chan" ]; then
-  cmd="bench/micro/build/layer_chan $mode $REPS"
+if part chan && [ -x "$B/layer_chan" ]; then
+  cmd="bench/micro/build/layer_chan $mode $REPS $HOT_PEERS"
   say "$cmd"
-  timeout "$TMO" "$B/layer_chan" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" ||
+  timeout "$TMO" "$B/layer_chan" "$mode" "$REPS" "$HOT_PEERS" 2>"$tmp/err" | tag "$cmd" ||
     { say "layer_chan failed: $(tail -2 "$tmp/err")"; status=1; }
+fi
+# its peer with the same tests: ZeroMQ (PUB/SUB + PUSH/PULL, as bench/channel uses it)
+if part chan && [ -x "$B/peer_zmq" ]; then
+  cmd="bench/micro/build/peer_zmq $mode $REPS"
+  say "$cmd"
+  timeout "$TMO" "$B/peer_zmq" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" zmq ||
+    { say "peer_zmq failed: $(tail -2 "$tmp/err")"; status=1; }
+elif part chan; then
+  say "channel layer's ZeroMQ peer not measured (libzmq-dev missing)"
 fi
 
 # the pipe layer, over one space server (no fsync: the messaging cost, not the disk's)
 CONFLUXD="$here/../../dataplane/build/bin/confluxd"
-if [ -x "$B/layer_pipe" ] && [ -x "$CONFLUXD" ]; then
+if ! part pipe; then :
+elif [ -x "$B/layer_pipe" ] && [ -x "$CONFLUXD" ]; then
   mkdir -p "$tmp/space"
   "$CONFLUXD" --role=space --dir="$tmp/space" --listen=tcp://127.0.0.1:0 --fsync=none --quiet \
     >"$tmp/space.out" 2>"$tmp/space.err" & sp=$!; pids+=("$sp")
   for _ in $(seq 100); do grep -q '^listening' "$tmp/space.out" 2>/dev/null && break; sleep 0.05; done
   addr=$(awk '/^listening/ {print $2}' "$tmp/space.out")
   if [ -n "$addr" ]; then
-    cmd="confluxd --role=space --dir=D --listen=tcp://127.0.0.1:0 --fsync=none & bench/micro/build/layer_pipe ADDR $mode $REPS"
+    cmd="confluxd --role=space --dir=D --listen=tcp://127.0.0.1:0 --fsync=none & bench/micro/build/layer_pipe ADDR $mode $REPS $HOT_PEERS"
     say "$cmd"
-    timeout "$TMO" "$B/layer_pipe" "$addr" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" ||
+    timeout "$TMO" "$B/layer_pipe" "$addr" "$mode" "$REPS" "$HOT_PEERS" 2>"$tmp/err" | tag "$cmd" ||
       { say "layer_pipe failed: $(tail -2 "$tmp/err")"; status=1; }
   else
     say "pipe layer not measured: confluxd did not start: $(tail -2 "$tmp/space.err")"; status=1
@@ -112,9 +254,24 @@ if [ -x "$B/layer_pipe" ] && [ -x "$CONFLUXD" ]; then
 else
   say "pipe layer not measured (dataplane/build/bin/confluxd not built)"
 fi
+# its peer with the same tests: NATS core through a nats-server of its own (nothing kept)
+if part pipe && [ -x "$B/peer_nats" ] && have nats-server; then
+  np=$(port)
+  printf 'listen: 127.0.0.1:%s\nmax_payload: 2097152\n' "$np" >"$tmp/nats.conf"   # 1 MiB segments fit
+  nats-server -c "$tmp/nats.conf" >"$tmp/nats.log" 2>&1 & ns=$!; pids+=("$ns")
+  for _ in $(seq 100); do grep -q 'Server is ready' "$tmp/nats.log" 2>/dev/null && break; sleep 0.05; done
+  cmd="nats-server -c C (listen 127.0.0.1:P, max_payload 2 MiB) & bench/micro/build/peer_nats 127.0.0.1:P $mode $REPS"
+  say "$cmd"
+  timeout "$TMO" "$B/peer_nats" "127.0.0.1:$np" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" nats ||
+    { say "peer_nats failed: $(tail -2 "$tmp/err")"; status=1; }
+  kill "$ns" 2>/dev/null; wait "$ns" 2>/dev/null
+elif part pipe; then
+  say "pipe layer's NATS peer not measured (nats-server missing)"
+fi
 
 # --- peers ------------------------------------------------------------------------------
-if [ -x "$B/mpi_micro" ]; then
+if ! part mpi; then :
+elif [ -x "$B/mpi_micro" ]; then
   M="mpirun --allow-run-as-root --oversubscribe --mca btl_tcp_if_include lo"
   # link | the MCA selection standing for it
   for sel in "shm|--mca pml ob1 --mca btl self,vader" "tcp|--mca pml ob1 --mca btl self,tcp" \
@@ -134,12 +291,8 @@ else
   say "Open MPI peer not measured (mpicc missing)"
 fi
 
-LATS=$(quick && echo "8 1024 65536" || echo "8 64 512 4096 32768 262144 1048576")
-BWS=$(quick && echo "64 65536" || echo "64 512 4096 32768 262144 1048576")
-QS=$(quick && echo "16" || echo "8 16 64 100")
-lat_iters() { local n; n=$(quick && echo 300 || echo 20000); [ "$1" -gt 65536 ] && n=500; echo "$n"; }
 
-if have ucx_perftest; then
+if part ucx_perftest && have ucx_perftest; then
   pt() { # <tls> <test> <size> <iters> [-O q] -> "Final:" fields
     local p; p=$(port)
     UCX_TLS=$1 timeout 60 ucx_perftest -p "$p" >"$tmp/pt.log" 2>&1 & local s=$!; pids+=("$s")
@@ -168,7 +321,7 @@ if have ucx_perftest; then
     done; done
   done
 fi
-if have sockperf; then
+if part sockperf && have sockperf; then
   secs=$(quick && echo 1 || echo 3)
   for sz in $LATS; do
     m=$sz; [ "$m" -lt 14 ] && m=14; [ "$m" -gt 65000 ] && continue   # sockperf: 14 B .. 64 KB
@@ -186,7 +339,7 @@ if have sockperf; then
       --note "message size $m B (sockperf's minimum is 14)" --vals "${v[@]}"
   done
 fi
-if have iperf3; then
+if part iperf3 && have iperf3; then
   secs=$(quick && echo 1 || echo 3)
   for sz in $(quick && echo 65536 || echo "4096 65536 1048576"); do
     for bidir in "" --bidir; do
@@ -204,28 +357,6 @@ if have iperf3; then
         --metric MBps --unit MB/s --cmd "iperf3 -s -1 -p P & iperf3 -c 127.0.0.1 -p P -l $sz -t $secs $bidir -J" \
         --note "a byte stream, no message window" --vals "${v[@]}"
     done
-  done
-fi
-PP="$here/../transport/build/dpdk_pingpong"
-if [ -x "$PP" ]; then
-  for sz in $LATS; do
-    [ "$sz" -gt 65536 ] && continue
-    n=$(lat_iters "$sz"); v=()
-    for _ in $(seq "$PREPS"); do
-      v+=("$(dpdk_pair "$PP" "" lat "$n" "$sz" | "$PY" -c 'import json,sys; print(json.loads(sys.stdin.readline())["median_us"])' 2>/dev/null)")
-    done
-    point --impl dpdk_pingpong --link dpdk --test lat --params "{\"size\":$sz}" --metric one_way_us --unit us \
-      --n "$n" --cmd "bench/transport/build/dpdk_pingpong server S & dpdk_pingpong client S lat $n $sz" --vals "${v[@]}"
-  done
-  for sz in $BWS; do
-    n=$(( $(quick && echo 8 || echo 128) * 1048576 / (sz + 48) ))
-    v=()
-    for _ in $(seq "$PREPS"); do
-      v+=("$(dpdk_pair "$PP" "" bw "$n" "$sz" | "$PY" -c 'import json,sys; print(json.loads(sys.stdin.readline())["MBps"])' 2>/dev/null)")
-    done
-    point --impl dpdk_pingpong --link dpdk --test bw --params "{\"size\":$sz}" --metric MBps --unit MB/s \
-      --n "$n" --cmd "bench/transport/build/dpdk_pingpong server S & dpdk_pingpong client S bw $n $sz" \
-      --note "streamed, no message window" --vals "${v[@]}"
   done
 fi
 "$PY" - "$out/machine.json" <<'PY'

@@ -19,7 +19,7 @@ import sys
 
 TESTS = ["lat", "bw", "bilat", "bibw", "cpu", "overlap", "notify", "reuse_fifo", "reuse_pct",
          "hotspot_lat", "hotspot_bw"]
-LINKS = ["shm", "tcp", "ucx", "dpdk", "tls"]
+LINKS = ["shm", "tcp", "ucx", "dpdk", "af_packet", "tls"]  # dpdk = the dpdk driver on memif
 LAYERS = ["driver", "channel", "pipe"]
 LOWER_BETTER = {"us", "us/msg", "cores"}
 # the one point of each test shown in the headline table
@@ -32,21 +32,47 @@ HEADLINE = {
     "hotspot_lat": ({"peers": "max"}, "one_way_us"), "hotspot_bw": ({"peers": "max"}, "MBps"),
 }
 IGNORE_KEYS = {"compute_share"}  # measured, not chosen: not part of a point's identity
-LAYER_TESTS = {"lat", "bw", "cpu"}  # what layer_chan.c and layer_pipe.c measure
 
 
 def why_missing(layer, link, test):
+    """Why a cell has no Conflux row: the reason known from how the suite is built, else the
+    run's fault."""
     if layer == "channel" and link != "tcp":
-        return "the channel runtime's links are TCP only so far"
+        return ("the channel runtime's links are TCP only so far (an shm link for channels is "
+                "other work in dataplane/src/channel; layer_chan.c measures whatever link it uses)")
     if layer == "pipe" and link != "tcp":
         return "pipes reach the space server and their readers over TCP only"
-    if layer in ("channel", "pipe") and test not in LAYER_TESTS:
-        return ("not written for this layer yet: bench/micro/layer_chan.c and layer_pipe.c measure "
-                "latency, windowed bandwidth and CPU per message")
-    if layer == "driver" and link == "dpdk" and test.startswith("hotspot"):
-        return "one memif pair per run (two processes); N memif peers are not set up"
+    if layer == "driver" and link in ("dpdk", "af_packet"):
+        return ("not in this run's results: DPDK is not installed, or (af_packet) network "
+                "namespaces could not be made (root and iproute2 needed), or the run failed: "
+                "see bench/micro/run.sh's output")
     return ("not in this run's results (the link or its library is missing here, or the run "
             "failed: see run.sh's output)")
+
+
+def why_no_peer(layer, link, test):
+    """Why a measured cell has no peer beside it."""
+    if link == "tls":
+        return "no outside TLS peer: tls is put beside the Conflux tcp driver (the cost of TLS)"
+    if test.startswith("hotspot") and link in ("dpdk", "af_packet"):
+        return "the bare DPDK peer is one pair: it has no N-peer mode"
+    if test.startswith("hotspot") and layer in ("channel", "pipe"):
+        return "the layers' peers (peer_zmq.c, peer_nats.c) have no N-peer mode"
+    if test == "notify":
+        return "blocking rows are put beside the same link busy polling"
+    return "no peer measured in this run (see run.sh's output)"
+
+
+def cells_text(cells):
+    """[(layer, test, link)] -> "channel on shm, ucx: every test; driver on tls: lat, bw" """
+    by = {}
+    for layer, test, link in cells:
+        by.setdefault((layer, link), []).append(test)
+    groups = {}
+    for (layer, link), tests in by.items():
+        t = "every test" if len(tests) == len(TESTS) else ", ".join(tests)
+        groups.setdefault((layer, t), []).append(link)
+    return "; ".join(f"{layer} on {', '.join(links)}: {t}" for (layer, t), links in groups.items())
 
 
 def load_jsonl(path):
@@ -255,7 +281,7 @@ def main():
     L += ["## Coverage (test × link × layer)", "",
           "✓ = measured (peer names in brackets), – = not measured (reasons below the table).", "",
           "| layer | test | " + " | ".join(LINKS) + " |", "| --- | --- | " + " | ".join("---" for _ in LINKS) + " |"]
-    missing = []
+    missing, nopeer = [], []
     for layer in LAYERS:
         for test in TESTS:
             cells = []
@@ -264,6 +290,8 @@ def main():
                 if c:
                     names = sorted({p["impl"] for r in c for p in peers_of(r, rows)})
                     cells.append("✓" + (f" ({', '.join(names)})" if names else " (no peer)"))
+                    if not names:
+                        nopeer.append((layer, test, link, why_no_peer(layer, link, test)))
                 else:
                     cells.append("–")
                     why = why_missing(layer, link, test)
@@ -275,9 +303,18 @@ def main():
         L.append("")
         by_why = {}
         for layer, test, link, why in missing:
-            by_why.setdefault(why, []).append(f"{layer}/{test}/{link}")
+            by_why.setdefault(why, []).append((layer, test, link))
         for why, cells in by_why.items():
-            L.append(f"- {len(cells)} cells ({', '.join(cells[:12])}{', …' if len(cells) > 12 else ''}): {why}")
+            L.append(f"- {len(cells)} cells ({cells_text(cells)}): {why}")
+        L.append("")
+    if nopeer:
+        L.append("Measured cells without a peer:")
+        L.append("")
+        by_why = {}
+        for layer, test, link, why in nopeer:
+            by_why.setdefault(why, []).append((layer, test, link))
+        for why, cells in by_why.items():
+            L.append(f"- {cells_text(cells)}: {why}")
         L.append("")
 
     # every point
@@ -317,7 +354,7 @@ def main():
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("\n".join(L))
     with open(os.path.join(out, "summary.json"), "w") as f:
-        json.dump({"machine": machine, "rows": rows, "missing": missing}, f, indent=1)
+        json.dump({"machine": machine, "rows": rows, "missing": missing, "no_peer": nopeer}, f, indent=1)
     print(f"report: {len(rows)} rows, {len(missing)} missing cells, {len(plots)} plots -> "
           f"{os.path.join(out, 'summary.md')}")
     if a.check:
@@ -340,7 +377,7 @@ def make_plots(rows, d):
         print("report: matplotlib missing (python3-matplotlib): no plots", file=sys.stderr)
         return []
     made = []
-    colors = {"shm": "C0", "tcp": "C1", "ucx": "C2", "dpdk": "C3", "tls": "C4"}
+    colors = {"shm": "C0", "tcp": "C1", "ucx": "C2", "dpdk": "C3", "af_packet": "C5", "tls": "C4"}
     markers = {"conflux": "o", "openmpi": "s", "ucx_perftest": "^", "sockperf": "v", "iperf3": "D",
                "dpdk_pingpong": "x", "zmq": "P", "omniorb": "h", "mpi": "s", "nats_jetstream": "d"}
 

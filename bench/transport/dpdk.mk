@@ -1,5 +1,6 @@
 # Builds the dpdk driver's benchmark pair: build/dpdk_bench (the Conflux dpdk link, against
-# dataplane/build/libconflux.a) and build/dpdk_pingpong (bare DPDK, its peer). Used by
+# dataplane/build/libconflux.a) and build/dpdk_pingpong (bare DPDK, its peer: dpdk_pingpong.c,
+# the client and main; dpdk_bare.c, port and frames; dpdk_bare_server.c). Used by
 # run.sh (make -f dpdk.mk); without DPDK (pkg-config libdpdk) it builds nothing.
 BUILD ?= build
 DP := ../../dataplane
@@ -23,8 +24,10 @@ $(BUILD)/dpdk_bench: dpdk_bench.c $(LIBCX)
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) -o $@ dpdk_bench.c $(LIBCX) $(shell $(MAKE) -s -C $(DP) print-ldlibs) -pthread -lm
 
-$(BUILD)/dpdk_pingpong: dpdk_pingpong.c
+BARE := dpdk_pingpong.c dpdk_bare.c dpdk_bare_server.c
+
+$(BUILD)/dpdk_pingpong: $(BARE) dpdk_bare.h
 	@mkdir -p $(BUILD)
-	$(CC) $(CFLAGS) -o $@ dpdk_pingpong.c $(DPDK_LIBS)
+	$(CC) $(CFLAGS) -o $@ $(BARE) $(DPDK_LIBS)
 
 .PHONY: all FORCE

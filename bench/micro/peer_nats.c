@@ -1,0 +1,99 @@
+/* The pipe layer's peer in the microbenchmark suite: NATS core publish/subscribe through a
+ * nats-server (started by run.sh), measured with layer_pipe.c's tests (peer_common.h):
+ * latency against size (a request answered on a reply subject: NATS's request/reply, as the
+ * pipe layer's echo goes over a second pipe), bandwidth with Q outstanding, CPU per message
+ * at Q = 16. Like a pipe's writer and reader, both ends reach each other through a server;
+ * unlike a pipe, nothing is kept (bench/pipe measures JetStream, which keeps it). The client
+ * is bench/pipe's protocol subset (nats_proto.c); the application blocks reading its socket.
+ *
+ *   peer_nats <host:port> <quick|full> [reps] */
+#include "nats_proto.h"
+#include "peer_common.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct nio { struct nc *c; char out[64]; };
+
+static void die(struct nc *c, const char *what)
+{
+    fprintf(stderr, "peer_nats: %s: %s\n", what, c ? nc_errmsg(c) : "");
+    exit(1);
+}
+
+static void n_send(void *ctx, const void *p, size_t n)
+{
+    struct nio *x = ctx;
+    if (nc_pub(x->c, x->out, NULL, p, n) < 0) die(x->c, "publish");
+}
+
+static void n_flush(void *ctx)
+{
+    struct nio *x = ctx;
+    if (nc_flush(x->c) < 0) die(x->c, "flush");
+}
+
+static long n_recv(void *ctx, void *buf)
+{
+    struct nio *x = ctx;
+    struct nc_msg m;
+    int rc = nc_next(x->c, &m, 30000);
+    if (rc <= 0) die(x->c, rc == 0 ? "no message for 30 s" : "receive");
+    size_t n = m.len < PEER_MAXMSG ? m.len : PEER_MAXMSG;
+    memcpy(buf, m.data, n);
+    return (long)n;
+}
+
+static void open_end(struct nio *x, const char *server, const char *in, const char *out)
+{
+    if (nc_connect(server, &x->c) < 0) die(x->c, "connect");
+    snprintf(x->out, sizeof x->out, "%s", out);
+    if (nc_sub(x->c, in, 1) < 0 || nc_flush(x->c) < 0) die(x->c, "subscribe");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s <host:port> <quick|full> [reps]\n", argv[0]);
+        return 2;
+    }
+    int quick = !strcmp(argv[2], "quick"), reps = argc > 3 ? atoi(argv[3]) : (quick ? 3 : 5);
+    if (reps < 1 || reps > PEER_MAXREP) reps = 3;
+    char ping[64], pong[64];
+    snprintf(ping, sizeof ping, "micro.ping.%d", (int)getpid());
+    snprintf(pong, sizeof pong, "micro.pong.%d", (int)getpid());
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        struct nio e;
+        open_end(&e, argv[1], ping, pong);
+        struct peer_io io = {&e, n_send, n_flush, n_recv};
+        peer_serve(&io);
+        nc_close(e.c);
+        _exit(0);
+    }
+    struct nio x;
+    open_end(&x, argv[1], pong, ping);
+    /* the other end subscribes on its own connection: 'C' until one is answered, then
+     * drain the extra answers */
+    uint8_t c[8] = {'C'};
+    struct nc_msg m;
+    int got = 0;
+    for (int i = 0; i < 100 && !got; i++) {
+        n_send(&x, c, sizeof c);
+        n_flush(&x);
+        got = nc_next(x.c, &m, 100) == 1;
+    }
+    if (!got) die(x.c, "the other end did not subscribe");
+    while (nc_next(x.c, &m, 200) == 1)
+        ;
+    struct peer_io io = {&x, n_send, n_flush, n_recv};
+    peer_measure(&io, quick, reps, "pipe", "NATS core pub/sub through nats-server (nothing kept), tcp loopback, blocking socket reads");
+    int st;
+    waitpid(pid, &st, 0);
+    nc_close(x.c);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}

@@ -1,0 +1,104 @@
+/* The event-channel layer's peer in the microbenchmark suite: ZeroMQ, the way bench/channel
+ * uses it (PUB/SUB for the events, PUSH/PULL back), measured with layer_chan.c's tests
+ * (peer_common.h): latency against size, bandwidth with Q outstanding, CPU per message at
+ * Q = 16. Two processes on loopback TCP; ZeroMQ's I/O thread does the sending and receiving,
+ * as the channel runtime's engine thread does, and the application blocks in zmq_recv.
+ *
+ *   peer_zmq <quick|full> [reps]
+ *
+ * High-water marks are off and the window's answer is the flow control, so nothing is
+ * dropped; a lost message shows as a timeout (exit 1), not as a fast number. */
+#include "peer_common.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define TIMEOUT_MS 30000
+
+struct zio { void *out, *in; };
+
+static void die(const char *what)
+{
+    fprintf(stderr, "peer_zmq: %s: %s\n", what, zmq_strerror(zmq_errno()));
+    exit(1);
+}
+
+static void *sock(void *ctx, int type, const char *ep, int bind)
+{
+    void *s = zmq_socket(ctx, type);
+    int zero = 0, tmo = TIMEOUT_MS, linger = 2000; /* 'Q' must get out */
+    if (!s) die("zmq_socket");
+    zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_RCVHWM, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    zmq_setsockopt(s, ZMQ_SNDTIMEO, &tmo, sizeof tmo);
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    if (type == ZMQ_SUB) zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);
+    if ((bind ? zmq_bind(s, ep) : zmq_connect(s, ep)) != 0) die(ep);
+    return s;
+}
+
+static void z_send(void *ctx, const void *p, size_t n)
+{
+    if (zmq_send(((struct zio *)ctx)->out, p, n, 0) < 0) die("zmq_send");
+}
+
+static void z_flush(void *ctx) { (void)ctx; }
+
+static long z_recv(void *ctx, void *buf)
+{
+    int n = zmq_recv(((struct zio *)ctx)->in, buf, PEER_MAXMSG, 0);
+    if (n < 0) die("zmq_recv (no message for 30 s)");
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s <quick|full> [reps]\n", argv[0]);
+        return 2;
+    }
+    int quick = !strcmp(argv[1], "quick"), reps = argc > 2 ? atoi(argv[2]) : (quick ? 3 : 5);
+    if (reps < 1 || reps > PEER_MAXREP) reps = 3;
+    void *ctx = zmq_ctx_new();
+    struct zio z = {sock(ctx, ZMQ_PUB, "tcp://127.0.0.1:*", 1), sock(ctx, ZMQ_PULL, "tcp://127.0.0.1:*", 1)};
+    char pub[64], pull[64];
+    size_t l1 = sizeof pub, l2 = sizeof pull;
+    zmq_getsockopt(z.out, ZMQ_LAST_ENDPOINT, pub, &l1);
+    zmq_getsockopt(z.in, ZMQ_LAST_ENDPOINT, pull, &l2);
+    fflush(NULL);
+    pid_t pid = fork(); /* the sink: a fresh context of its own */
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        void *c2 = zmq_ctx_new();
+        struct zio e = {sock(c2, ZMQ_PUSH, pull, 0), sock(c2, ZMQ_SUB, pub, 0)};
+        struct peer_io io = {&e, z_send, z_flush, z_recv};
+        peer_serve(&io);
+        zmq_close(e.out), zmq_close(e.in), zmq_ctx_term(c2);
+        _exit(0);
+    }
+    /* a SUB joins late: send 'C' until one is answered, then drain the extra answers */
+    uint8_t c[8] = {'C'}, *in = malloc(PEER_MAXMSG);
+    int tmo = 100;
+    zmq_setsockopt(z.in, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    int got = 0;
+    for (int i = 0; i < 100 && !got; i++) {
+        z_send(&z, c, sizeof c);
+        got = zmq_recv(z.in, in, PEER_MAXMSG, 0) >= 0;
+    }
+    if (!got) die("the sink did not join");
+    while (zmq_recv(z.in, in, PEER_MAXMSG, 0) >= 0)
+        ;
+    tmo = TIMEOUT_MS;
+    zmq_setsockopt(z.in, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    struct peer_io io = {&z, z_send, z_flush, z_recv};
+    peer_measure(&io, quick, reps, "channel", "ZeroMQ PUB/SUB + PUSH/PULL, tcp loopback, I/O thread, blocking zmq_recv");
+    int st;
+    waitpid(pid, &st, 0);
+    zmq_close(z.out), zmq_close(z.in), zmq_ctx_term(ctx);
+    free(in);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
