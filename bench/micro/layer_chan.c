@@ -1,7 +1,8 @@
 /* The event-channel layer in the microbenchmark suite: one-way latency against size,
  * bandwidth with a window of Q outstanding events (Q = 8, 16, 64, 100) and CPU per event,
  * through the public channel API (cx_chan.h), printed as micro.h's JSON lines (layer
- * "channel", link "tcp": the channel runtime's links are TCP).
+ * "channel", link: the one the runtime chose to the sink process, read from its stats:
+ * "shm" on one host, "tcp" with CONFLUX_CHAN_SHM=0 in the environment).
  *
  *   layer_chan <quick|full> [reps] [hot-spot peers]
  *
@@ -217,6 +218,7 @@ static int cmpd(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 static int reps;
+static const char *g_link = "tcp"; /* set once the sink process is linked */
 static void emit(const char *test, const char *params, const char *metric, const char *unit,
                  double *r, long n, int ok)
 {
@@ -224,9 +226,9 @@ static void emit(const char *test, const char *params, const char *metric, const
     memcpy(s, r, sizeof(double) * (size_t)reps);
     qsort(s, (size_t)reps, sizeof *s, cmpd);
     double med = reps % 2 ? s[reps / 2] : (s[reps / 2 - 1] + s[reps / 2]) / 2;
-    printf("{\"layer\":\"channel\",\"link\":\"tcp\",\"test\":\"%s\",\"params\":{%s},\"metric\":\"%s\","
-           "\"unit\":\"%s\",\"median\":%.4g,\"min\":%.4g,\"max\":%.4g,\"reps\":[", test, params, metric,
-           unit, med, s[0], s[reps - 1]);
+    printf("{\"layer\":\"channel\",\"link\":\"%s\",\"test\":\"%s\",\"params\":{%s},\"metric\":\"%s\","
+           "\"unit\":\"%s\",\"median\":%.4g,\"min\":%.4g,\"max\":%.4g,\"reps\":[", g_link, test, params,
+           metric, unit, med, s[0], s[reps - 1]);
     for (int i = 0; i < reps; i++) printf("%s%.4g", i ? "," : "", r[i]);
     printf("],\"n\":%ld,\"matched\":%s}\n", n, ok ? "true" : "false");
     fflush(stdout);
@@ -427,6 +429,15 @@ int main(int argc, char **argv)
     for (int j = 0; j < hot; j++) hot_join(&hp[j], ctx, F);
     if (cx_chan_wait_members(ping, 1, 1, 10000) < 0 || cx_chan_wait_members(pong, 1, 1, 10000) < 0)
         die("waiting for the sink process");
+    /* the link to the sink process is made on the progress thread once it joined */
+    struct cx_chan_stats lst = {0};
+    for (int i = 0; i < 500 && lst.shm_sinks + lst.net_sinks == 0; i++) {
+        cx_chan_stats(ping, &lst);
+        if (lst.shm_sinks + lst.net_sinks == 0) usleep(10000);
+    }
+    if (lst.shm_sinks + lst.net_sinks == 0) die("no link to the sink process after 5 s");
+    g_link = lst.shm_sinks ? "shm" : "tcp";
+    fprintf(stderr, "layer_chan: events to the sink process go over %s\n", g_link);
     uint8_t *buf = calloc(1, 1 << 20);
     static const size_t LQ[] = {8, 1024, 65536}, LF[] = {8, 64, 512, 4096, 32768, 262144, 1048576};
     static const size_t BQ[] = {64, 65536}, BF[] = {64, 512, 4096, 32768, 262144, 1048576};

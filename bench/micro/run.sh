@@ -216,13 +216,15 @@ else
   say "dpdk: not measured (DPDK not installed)"
 fi
 
-# the event-channel layer (its links are TCP)
-if part chan && [ -x "$B/layer_chan" ]; then
-  cmd="bench/micro/build/layer_chan $mode $REPS $HOT_PEERS"
+# the event-channel layer, on each link its runtime has between two processes of one host:
+# shm (what it picks by itself) and tcp (CONFLUX_CHAN_SHM=0); each row names the link it used
+for shm in 1 0; do
+  part chan && [ -x "$B/layer_chan" ] || break
+  cmd="CONFLUX_CHAN_SHM=$shm bench/micro/build/layer_chan $mode $REPS $HOT_PEERS"
   say "$cmd"
-  timeout "$TMO" "$B/layer_chan" "$mode" "$REPS" "$HOT_PEERS" 2>"$tmp/err" | tag "$cmd" ||
+  CONFLUX_CHAN_SHM=$shm timeout "$TMO" "$B/layer_chan" "$mode" "$REPS" "$HOT_PEERS" 2>"$tmp/err" | tag "$cmd" ||
     { say "layer_chan failed: $(tail -2 "$tmp/err")"; status=1; }
-fi
+done
 # its peer with the same tests: ZeroMQ (PUB/SUB + PUSH/PULL, as bench/channel uses it)
 if part chan && [ -x "$B/peer_zmq" ]; then
   cmd="bench/micro/build/peer_zmq $mode $REPS"
