@@ -1,4 +1,4 @@
-/* The write end: pi_create, pi_write, pi_close. Each segment goes to the space (which
+/* The write end: pi_create, pi_write, pi_close, pi_abandon. Each segment goes to the space (which
  * acknowledges it per its fsync policy) and, at the same time, straight to every reader
  * the space told us of (Figure 6, #9-#16 and #26-#38). Segments the space has not
  * acknowledged are retained, so a space that restarts loses nothing: the writer reconnects
@@ -363,6 +363,44 @@ int pi_close(int d)
     pthread_mutex_unlock(&g_pi.mu);
     if (rc < 0)
         rc = cx_err_wrap(rc, "pi_close '%s'", w->name);
+    pi_writer_free(w);
+    return rc < 0 ? pi_fail(rc) : 0;
+}
+
+int pi_abandon(int d)
+{
+    pthread_mutex_lock(&g_pi.mu);
+    struct pi_writer *w = writer_get(d);
+    int timeout = w ? g_pi.spaces[w->space].opts.timeout_ms : 0;
+    if (w)
+        g_pi.desc[d].kind = -1;
+    pthread_mutex_unlock(&g_pi.mu);
+    if (!w)
+        return pi_fail(-EBADF);
+    pthread_mutex_lock(&w->cork_mu); /* what waits in corked sockets leaves now */
+    w->corked = 0;
+    each_fd(w, 0);
+    w->dirty = 0;
+    pthread_mutex_unlock(&w->cork_mu);
+    /* what this run wrote reaches the space (a restarted writer then replays less); a
+     * failure loses nothing that a replay would not write again */
+    int rc = 0;
+    if (w->last > w->space_had) {
+        rc = cx_space_wait_acked(w->c, w->handle, w->last, timeout);
+        if ((rc == -ECONNRESET || rc == -ETIMEDOUT) && (rc = space_recover(w, timeout)) == 0)
+            rc = cx_space_wait_acked(w->c, w->handle, w->last, timeout);
+    }
+    /* no END: the space frees the writer's place now, not when it notices the disconnect,
+     * so a PI_APPEND right after finds the pipe open and free; readers whose direct link
+     * closes go on from the space's stream */
+    if (rc == 0)
+        cx_space_stop(w->c, w->handle);
+    pthread_mutex_lock(&g_pi.mu);
+    g_pi.desc[d] = (struct pi_desc){0};
+    pthread_mutex_unlock(&g_pi.mu);
+    if (rc < 0)
+        rc = cx_err_wrap(rc, "pi_abandon '%s': the space did not acknowledge segment %llu", w->name,
+                         (unsigned long long)w->last);
     pi_writer_free(w);
     return rc < 0 ? pi_fail(rc) : 0;
 }

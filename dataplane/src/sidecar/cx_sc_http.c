@@ -27,6 +27,7 @@ static const char *op_names[CX_SC_OP_MAX] = {
     [CX_SC_PI_CLOSE] = "pi_close",     [CX_SC_PI_DETACH] = "pi_detach",
     [CX_SC_PI_SEEK] = "pi_seek",       [CX_SC_PI_TELL] = "pi_tell",
     [CX_SC_PI_UNLINK] = "pi_unlink",   [CX_SC_PI_STATS] = "pi_reader_stats",
+    [CX_SC_PI_ABANDON] = "pi_abandon",
     [CX_SC_CTX] = "chan_ctx",          [CX_SC_CHAN_CREATE] = "chan_create",
     [CX_SC_CHAN_OPEN] = "chan_open",   [CX_SC_CHAN_CLOSE] = "chan_close",
     [CX_SC_SOURCE] = "chan_source",    [CX_SC_SUBMIT] = "chan_submit",
