@@ -248,10 +248,13 @@ static void render_metrics(struct cx_sidecar *sc, FILE *o)
     }
 }
 
-/* Whether the space answers a TCP connect within a second. */
+/* Whether the space answers a TCP connect within a second (tls:// too: the handshake is
+ * not tried, a refused certificate shows in the applications' calls). */
 static int space_reachable(const char *space, char *why, size_t cap)
 {
     const char *hp = cx_addr_strip(space, "tcp");
+    if (!hp)
+        hp = cx_addr_strip(space, "tls");
     struct sockaddr_in sa;
     if (cx_addr_inet(hp ? hp : space, &sa) < 0) {
         snprintf(why, cap, "space address '%s': %s", space, cx_errmsg());
