@@ -355,16 +355,32 @@ func checkSequence(ids []int64, n int) string {
 	return ""
 }
 
-// resumeState gathers pods, events and the components' logs for a failure message.
+// resumeState gathers pods, the components' logs (first and last lines of each container)
+// and the space server's for a failure message.
 func resumeState(ctx context.Context, c *Cluster, ns string) string {
 	var b strings.Builder
 	out, _ := c.Kubectl(ctx, nil, "-n", ns, "get", "pods,workflows,channels,spaces", "-o", "wide")
 	b.WriteString(out)
 	for _, comp := range []string{"recorder", "ticker"} {
-		out, _ = c.Kubectl(ctx, nil, "-n", ns, "logs", "-l", "conflux.dev/component="+comp, "--all-containers", "--tail=30", "--prefix")
-		b.WriteString("\n--- " + comp + "\n" + out)
+		pods, _ := c.Kubectl(ctx, nil, "-n", ns, "get", "pods", "-l", "conflux.dev/component="+comp, "-o", "name")
+		for _, pod := range strings.Fields(pods) {
+			for _, container := range []string{comp, "confluxd"} {
+				log, _ := c.Kubectl(ctx, nil, "-n", ns, "logs", pod, "-c", container)
+				b.WriteString(fmt.Sprintf("\n--- %s %s\n%s", pod, container, headTail(log, 15)))
+			}
+		}
 	}
 	out, _ = c.Kubectl(ctx, nil, "-n", ns, "logs", resumeSpace+"-0", "--tail=20")
 	b.WriteString("\n--- space\n" + out)
 	return b.String()
+}
+
+// headTail keeps the first and last n lines of s.
+func headTail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) <= 2*n {
+		return strings.Join(lines, "\n")
+	}
+	return strings.Join(lines[:n], "\n") + fmt.Sprintf("\n[... %d lines ...]\n", len(lines)-2*n) +
+		strings.Join(lines[len(lines)-n:], "\n")
 }

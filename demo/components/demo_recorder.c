@@ -10,8 +10,9 @@
  * to n: it resumes from its position. Each tick read is written to the record unchanged,
  * in order or not (it logs any tick that is not the next one, so a test reading the record
  * sees every fault). At the end of the ticks pipe it closes the record and stays up. An
- * error (the space server gone longer than the timeouts) makes it abandon the record's
- * writer, detach and start again the same way.
+ * error (the space server gone longer than the timeouts, the pod's sidecar restarted)
+ * makes it abandon the record's writer, detach, open the space again and start again the
+ * same way.
  */
 #include "demo_formats.h"
 
@@ -99,10 +100,15 @@ int main(void)
     struct tick *held = fmt ? calloc((size_t)count, sizeof *held) : NULL;
     if (!held)
         return 1;
-    int s = demo_open_space(me, space, (const struct cx_format *const[]){fmt, NULL});
+    const struct cx_format *const fmts[] = {fmt, NULL};
+    int s = demo_open_space(me, space, fmts);
     long bad = 0;
-    while (!run(s, pipe, record, count, held, &bad, fmt))
+    while (!run(s, pipe, record, count, held, &bad, fmt)) {
+        /* the space again too: a restarted sidecar no longer knows this one */
+        pi_space_close(s);
         sleep(1);
+        s = demo_open_space(me, space, fmts);
+    }
     free(held);
     demo_idle();
 }

@@ -7,9 +7,10 @@
  * every write from tick 0: the space holds what the stopped run wrote (its sidecar
  * abandoned the writer without ending the pipe), so those writes are dropped and the pipe
  * continues where it stopped (the paper's writer restart). It first counts what the pipe
- * holds, so the replayed part goes at full speed and only new ticks are paced. A write
- * that fails (the space server gone longer than the writer's timeout) makes it abandon the
- * writer and start again the same way. At the end it closes the pipe and stays up.
+ * holds, so the replayed part goes at full speed and only new ticks are paced. A call
+ * that fails (the space server gone longer than the writer's timeout, the pod's sidecar
+ * restarted) makes it abandon the writer, open the space again and start again the same
+ * way. At the end it closes the pipe and stays up.
  */
 #include "demo_formats.h"
 
@@ -73,9 +74,14 @@ int main(void)
     const struct cx_format *fmt = demo_register("tick");
     if (!fmt)
         return 1;
-    int s = demo_open_space(me, space, (const struct cx_format *const[]){fmt, NULL});
-    while (!run(s, pipe, count, period_ms, fmt))
+    const struct cx_format *const fmts[] = {fmt, NULL};
+    int s = demo_open_space(me, space, fmts);
+    while (!run(s, pipe, count, period_ms, fmt)) {
+        /* the space again too: a restarted sidecar no longer knows this one */
+        pi_space_close(s);
         sleep(1);
+        s = demo_open_space(me, space, fmts);
+    }
     demo_log(me, "done: pipe '%s' closed with %ld ticks", pipe, count);
     demo_idle();
 }

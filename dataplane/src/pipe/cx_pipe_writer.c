@@ -242,6 +242,9 @@ static int space_recover(struct pi_writer *w, int timeout_ms)
 static int space_send(struct pi_writer *w, uint64_t id, uint64_t token, const void *p, size_t len,
                       int timeout_ms)
 {
+    int rc0 = w->c ? 0 : space_recover(w, timeout_ms); /* an earlier recovery failed */
+    if (rc0 < 0)
+        return rc0;
     /* window: wait for the space before getting further ahead */
     while (id > w->window && cx_space_acked(w->c, w->handle) < id - w->window) {
         pi_writer_flush(w, 0); /* what the space is to ack may wait in a corked socket */
@@ -268,7 +271,7 @@ static int space_send(struct pi_writer *w, uint64_t id, uint64_t token, const vo
 static void direct_send(struct pi_writer *w, const struct cx_frame_hdr *h, const void *p, size_t len)
 {
     char addr[CX_SP_ADDR_MAX + 1];
-    while (cx_space_next_reader(w->c, w->handle, addr, sizeof addr) == 1)
+    while (w->c && cx_space_next_reader(w->c, w->handle, addr, sizeof addr) == 1)
         direct_add(w, addr); /* a reader attached since (check_restore, #39-#44) */
     struct iovec iov = {(void *)p, len};
     for (int i = 0; i < w->ndirect; i++) {
@@ -341,7 +344,8 @@ int pi_close(int d)
     w->dirty = 0;
     pthread_mutex_unlock(&w->cork_mu);
     uint64_t last = w->last > w->space_had ? w->last : w->space_had;
-    int rc = cx_space_end(w->c, w->handle, last);
+    /* no connection after a recovery that failed: recover first */
+    int rc = w->c ? cx_space_end(w->c, w->handle, last) : -ECONNRESET;
     if (rc == -ECONNRESET && (rc = space_recover(w, timeout)) == 0)
         rc = cx_space_end(w->c, w->handle, last);
     if (rc == 0)
@@ -385,15 +389,15 @@ int pi_abandon(int d)
     /* what this run wrote reaches the space (a restarted writer then replays less); a
      * failure loses nothing that a replay would not write again */
     int rc = 0;
-    if (w->last > w->space_had) {
-        rc = cx_space_wait_acked(w->c, w->handle, w->last, timeout);
+    if (w->last > w->space_had) { /* no connection: a recovery that failed before */
+        rc = w->c ? cx_space_wait_acked(w->c, w->handle, w->last, timeout) : -ECONNRESET;
         if ((rc == -ECONNRESET || rc == -ETIMEDOUT) && (rc = space_recover(w, timeout)) == 0)
             rc = cx_space_wait_acked(w->c, w->handle, w->last, timeout);
     }
     /* no END: the space frees the writer's place now, not when it notices the disconnect,
      * so a PI_APPEND right after finds the pipe open and free; readers whose direct link
      * closes go on from the space's stream */
-    if (rc == 0)
+    if (rc == 0 && w->c)
         cx_space_stop(w->c, w->handle);
     pthread_mutex_lock(&g_pi.mu);
     g_pi.desc[d] = (struct pi_desc){0};

@@ -248,8 +248,12 @@ static void render_metrics(struct cx_sidecar *sc, FILE *o)
     }
 }
 
-/* Whether the space answers a TCP connect within a second (tls:// too: the handshake is
- * not tried, a refused certificate shows in the applications' calls). */
+/* Whether the space answers a TCP connect within 400 ms (tls:// too: the handshake is not
+ * tried, a refused certificate shows in the applications' calls). Short because this one
+ * HTTP thread also answers /healthz: a /readyz waiting on an address that no longer
+ * answers (a restarted space server's old IP, still in DNS caches) must not make the
+ * kubelet's 1 s liveness probe behind it fail, which would restart the sidecar and take the
+ * applications' handles with it. */
 static int space_reachable(const char *space, char *why, size_t cap)
 {
     const char *hp = cx_addr_strip(space, "tcp");
@@ -268,7 +272,7 @@ static int space_reachable(const char *space, char *why, size_t cap)
         struct pollfd pf = {.fd = fd, .events = POLLOUT};
         int err = 0;
         socklen_t el = sizeof err;
-        if (poll(&pf, 1, 1000) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0)
+        if (poll(&pf, 1, 400) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0)
             ok = err == 0;
         errno = err ? err : ETIMEDOUT;
     }

@@ -121,11 +121,11 @@ static int space_lookup(const char *name, struct cx_space_pipe_info *info)
 
 /* Reads the pipe through the reader's sidecar to its end: exit 0 when it got exactly
  * 0..N-1, once each, in order. */
-static void app_reader(const char *name)
+static void app_reader_at(const char *addr, const char *name)
 {
     if (cx_sc_connect(E.sock_rd) < 0)
         FAIL("connect");
-    int s = cx_sc_pi_space_open(E.space_addr, NULL), r = s < 0 ? -1 : cx_sc_pi_attach(name, s);
+    int s = cx_sc_pi_space_open(addr, NULL), r = s < 0 ? -1 : cx_sc_pi_attach(name, s);
     if (r < 0)
         FAIL("attach %s", name);
     uint8_t b[256];
@@ -142,6 +142,8 @@ static void app_reader(const char *name)
         FAIL("'%s' ended after %lld segments (errno %d), want %d", name, (long long)next, errno, N);
     _exit(0);
 }
+
+static void app_reader(const char *name) { app_reader_at(E.space_addr, name); }
 
 /* Writes 0..N-1 (mode PI_CREATE) or replays them (PI_APPEND) through the sidecar at sock,
  * counting in *progress; closes the pipe at the end when `close_at_end`. */
@@ -343,6 +345,87 @@ CX_TEST(sidecar_terminated_mid_stream_a_new_one_appends)
     CX_CHECK_EQ_INT(wait_child(w2, 60), 0);
     CX_CHECK_EQ_INT(wait_child(r, 60), 0);
     CX_CHECK_EQ_INT(proc_stop(&sc, SIGTERM), 0);
+    munmap((void *)progress, 4096);
+}
+
+/* Writes through the sidecar at sock to the space at addr (timeout 500 ms) until a write
+ * fails (the space is gone), abandons the writer (it fails: nothing to wait for the
+ * acknowledgements from), then opens the pipe with PI_APPEND again until the space is back,
+ * replays every write and closes. */
+static void app_writer_through_outage(const char *sock, const char *addr, const char *name, _Atomic long *progress)
+{
+    if (cx_sc_connect(sock) < 0)
+        FAIL("connect");
+    int s = cx_sc_pi_space_open(addr, &(struct pi_options){.timeout_ms = 500});
+    int w = s < 0 ? -1 : cx_sc_pi_create(name, s, PI_CREATE);
+    if (w < 0)
+        FAIL("pi_create '%s'", name);
+    uint8_t b[SEG_BYTES];
+    uint64_t i;
+    for (i = 0; i < N; i++) {
+        seg_fill(b, i);
+        if (cx_sc_pi_write(w, b, sizeof b, NULL) != SEG_BYTES)
+            break;
+        atomic_store(progress, (long)i + 1);
+        usleep(100);
+    }
+    if (i == N)
+        FAIL("every write succeeded: the space was not stopped mid-stream");
+    errno = 0;
+    if (cx_sc_pi_abandon(w) != -1 || errno == ECONNRESET || errno == ENOENT)
+        FAIL("pi_abandon with the space gone: errno %d, want a failure from the space, not the sidecar", errno);
+    for (int t = 0; (w = cx_sc_pi_create(name, s, PI_APPEND)) < 0; t++)
+        if (t == 200)
+            FAIL("PI_APPEND after the space came back");
+        else
+            usleep(50000);
+    for (i = 0; i < N; i++) {
+        seg_fill(b, i);
+        if (cx_sc_pi_write(w, b, sizeof b, NULL) != SEG_BYTES)
+            FAIL("replay %llu", (unsigned long long)i);
+    }
+    if (cx_sc_pi_close(w) < 0)
+        FAIL("close");
+    _exit(0);
+}
+
+CX_TEST(space_gone_mid_stream_abandon_fails_cleanly_and_append_continues)
+{
+    if (access(CONFLUXD, X_OK) != 0)
+        CX_SKIP("%s is not built", CONFLUXD);
+    CX_CHECK_EQ_INT(env_up(), 0);
+    /* a space of its own, restarted on the same address and store */
+    struct proc sp, sc;
+    char dirarg[128], listen[96], addr[64], sock[128];
+    snprintf(dirarg, sizeof dirarg, "--dir=%s/space2", E.dir);
+    const char *sargs[] = {"--role=space", dirarg, "--listen=tcp://127.0.0.1:0", "--no-udp", "--fsync=none", "--quiet", NULL};
+    CX_CHECK_EQ_INT(proc_start(&sp, sargs, 0), 0);
+    word(sp.line, 1, addr, sizeof addr);
+    snprintf(listen, sizeof listen, "--listen=%s", addr);
+    snprintf(sock, sizeof sock, "%s/w3.sock", E.dir);
+    CX_CHECK_EQ_INT(sidecar_start(&sc, sock), 0);
+    _Atomic long *progress = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CX_CHECK(progress != MAP_FAILED);
+    atomic_store(progress, 0);
+    long kill_at = N / 10 + rand() % (N * 6 / 10);
+    pid_t r = fork();
+    if (r == 0)
+        app_reader_at(addr, "resume-outage");
+    pid_t w = fork();
+    if (w == 0)
+        app_writer_through_outage(sock, addr, "resume-outage", progress);
+    for (int i = 0; i < 60000 && atomic_load(progress) < kill_at; i++)
+        usleep(1000);
+    CX_CHECK(atomic_load(progress) >= kill_at);
+    CX_CHECK_EQ_INT(proc_stop(&sp, SIGKILL), 128 + SIGKILL);
+    usleep(1500000); /* the writer's timeout passes: its write fails, it abandons */
+    const char *sargs2[] = {"--role=space", dirarg, listen, "--no-udp", "--fsync=none", "--quiet", NULL};
+    CX_CHECK_EQ_INT(proc_start(&sp, sargs2, 0), 0);
+    CX_CHECK_EQ_INT(wait_child(w, 60), 0);
+    CX_CHECK_EQ_INT(wait_child(r, 60), 0);
+    CX_CHECK(waitpid(sc.pid, NULL, WNOHANG) == 0); /* the sidecar lived through it all */
+    CX_CHECK_EQ_INT(proc_stop(&sc, SIGTERM), 0);
+    CX_CHECK_EQ_INT(proc_stop(&sp, SIGTERM), 0);
     munmap((void *)progress, 4096);
 }
 
