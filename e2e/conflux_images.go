@@ -11,15 +11,27 @@ import (
 type ConfluxImages struct {
 	Operator string // conflux/operator:dev-<hash>
 	Confluxd string // conflux/confluxd:dev-<hash>
+	Demo     string // conflux/demo:dev-<hash>, when asked for
 }
 
 // BuildConfluxImages runs `hack/build-images.sh --load <cluster>`: it builds the operator
-// and confluxd images (FROM scratch, nothing pulled; a no-op when their contents did not
-// change) and loads them into every node. It returns the content-hash tags the script
-// prints on its last lines ("image <name> <ref>").
-func BuildConfluxImages(ctx context.Context, c *Cluster) (ConfluxImages, error) {
+// and confluxd images, and the extra ones named (only "demo" exists) (FROM scratch, nothing
+// pulled; a no-op when their contents did not change) and loads them into every node. It
+// returns the content-hash tags the script prints on its last lines ("image <name> <ref>").
+func BuildConfluxImages(ctx context.Context, c *Cluster, extra ...string) (ConfluxImages, error) {
 	script := filepath.Join(c.Root, "hack", "build-images.sh")
-	out, err := RunEnv(ctx, []string{"CONFLUX_CACHE=" + c.Cache}, script, "--load", c.Name)
+	args := []string{"--load", c.Name}
+	demo := false
+	for _, e := range extra {
+		if e != "demo" {
+			return ConfluxImages{}, fmt.Errorf("no image %q (extra images: demo)", e)
+		}
+		demo = true
+	}
+	if demo {
+		args = append(args, "operator", "confluxd", "demo")
+	}
+	out, err := RunEnv(ctx, []string{"CONFLUX_CACHE=" + c.Cache}, script, args...)
 	if err != nil {
 		return ConfluxImages{}, err
 	}
@@ -34,10 +46,12 @@ func BuildConfluxImages(ctx context.Context, c *Cluster) (ConfluxImages, error) 
 			imgs.Operator = f[2]
 		case "confluxd":
 			imgs.Confluxd = f[2]
+		case "demo":
+			imgs.Demo = f[2]
 		}
 	}
-	if imgs.Operator == "" || imgs.Confluxd == "" {
-		return imgs, fmt.Errorf("%s printed no 'image operator|confluxd REF' lines:\n%s", script, out)
+	if imgs.Operator == "" || imgs.Confluxd == "" || (demo && imgs.Demo == "") {
+		return imgs, fmt.Errorf("%s printed no 'image operator|confluxd|demo REF' lines:\n%s", script, out)
 	}
 	return imgs, nil
 }

@@ -2,6 +2,7 @@
 #include "demo_formats.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,11 @@ static const struct cx_field result_v1_fields[] = {
     {"count", "int32", 0, offsetof(struct result_v1, count), NULL},
     {NULL, NULL, 0, 0, NULL}};
 
+static const struct cx_field tick_fields[] = {
+    {"id", "int64", 0, offsetof(struct tick, id), NULL},
+    {"check", "int64", 0, offsetof(struct tick, check), NULL},
+    {NULL, NULL, 0, 0, NULL}};
+
 const struct cx_format *demo_register(const char *which)
 {
     struct cx_struct_decl decl[2] = {{NULL, NULL, 0}, {NULL, NULL, 0}};
@@ -36,6 +42,8 @@ const struct cx_format *demo_register(const char *which)
         decl[0] = (struct cx_struct_decl){"result", result_v2_fields, sizeof(struct result_v2)};
     else if (strcmp(which, "result_v1") == 0)
         decl[0] = (struct cx_struct_decl){"result", result_v1_fields, sizeof(struct result_v1)};
+    else if (strcmp(which, "tick") == 0)
+        decl[0] = (struct cx_struct_decl){"tick", tick_fields, sizeof(struct tick)};
     else {
         fprintf(stderr, "demo: unknown format '%s'\n", which);
         return NULL;
@@ -102,6 +110,43 @@ void demo_log(const char *component, const char *fmt, ...)
     printf("\n");
     fflush(stdout);
     va_end(ap);
+}
+
+long demo_pipe_count(int s, const char *name, const struct cx_format *t, void *buf, size_t cap,
+                     long max, int quiet_ms)
+{
+    int r = pi_attach(name, s);
+    if (r < 0)
+        return -1;
+    size_t esz = t ? cx_format_size(t) : 1;
+    long n = 0, got = 0;
+    char scratch[256];
+    while (n < max) {
+        void *dst = buf ? (char *)buf + (size_t)n * cap : scratch;
+        size_t len = (buf ? cap : sizeof scratch) / esz;
+        if ((got = pi_read_timeout(r, dst, len, t, quiet_ms)) < 0)
+            break;
+        n++;
+    }
+    int err = got < 0 ? errno : 0;
+    pi_detach(r);
+    if (err && err != EPIPE && err != ETIMEDOUT) {
+        errno = err;
+        return -1;
+    }
+    return n;
+}
+
+static void on_sigterm(int sig)
+{
+    (void)sig;
+    _exit(0);
+}
+
+void demo_exit_on_sigterm(void)
+{
+    struct sigaction sa = {.sa_handler = on_sigterm};
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 void demo_idle(void)

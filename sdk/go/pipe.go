@@ -220,6 +220,22 @@ func (w *Writer) Close() error {
 	return nil
 }
 
+// Abandon lets go of the writer WITHOUT ending the pipe (pi_abandon): readers see no end,
+// and a writer created later with appendMode replays its writes (those the space holds are
+// dropped) and continues. Close after Abandon does nothing.
+func (w *Writer) Abandon() error {
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	w.s.track(w, false)
+	defer lock()()
+	if rc, err := C.pi_abandon(w.d); rc < 0 {
+		return libError("abandon '"+w.name+"'", errnoOf(err))
+	}
+	return nil
+}
+
 // Reader reads a pipe's segments in order; segments the writer streams before they are
 // read buffer in the background.
 type Reader struct {

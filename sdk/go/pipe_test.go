@@ -103,6 +103,58 @@ func TestBytesSegmentsThenTheEnd(t *testing.T) {
 	}
 }
 
+func TestAbandonLeavesThePipeOpenForAppend(t *testing.T) {
+	s := openSpace(t)
+	name := pipeName(t)
+	w := create(t, s, name)
+	seg := func(k int) []byte { return []byte(fmt.Sprintf("seg%d", k)) }
+	for k := 0; k < 3; k++ {
+		if _, err := w.Write(seg(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Abandon(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(seg(3)); err == nil {
+		t.Fatal("a write after Abandon succeeded")
+	}
+	r, err := s.Attach(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for k := 0; k < 3; k++ {
+		if got, err := r.Next(5 * time.Second); err != nil || !bytes.Equal(got, seg(k)) {
+			t.Fatalf("segment %d: %q, %v", k, got, err)
+		}
+	}
+	var cerr *conflux.Error
+	if _, err := r.Next(300 * time.Millisecond); !errors.As(err, &cerr) || cerr.Errno != syscall.ETIMEDOUT {
+		t.Fatalf("after the abandoned writer's segments: %v, want a timeout (no end)", err)
+	}
+	w2, err := s.Create(name, true) // the restarted writer replays 0..4; the space has 0..2
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k < 5; k++ {
+		if _, err := w2.Write(seg(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for k := 3; k < 5; k++ {
+		if got, err := r.Next(5 * time.Second); err != nil || !bytes.Equal(got, seg(k)) {
+			t.Fatalf("segment %d after the append: %q, %v", k, got, err)
+		}
+	}
+	if _, err := r.Next(5 * time.Second); err != io.EOF {
+		t.Fatalf("at the end: %v", err)
+	}
+}
+
 func TestTypedSegmentsConvertAtTheReader(t *testing.T) {
 	s := openSpace(t)
 	name := pipeName(t)

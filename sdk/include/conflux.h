@@ -10,7 +10,9 @@
  *              straight to each sink
  *   pipes      the π-channel calls: pi_space_open, pi_create, pi_write, pi_close, pi_attach,
  *              pi_read, pi_seek, pi_tell, pi_detach, pi_unlink: named, persistent,
- *              single-writer multi-reader pipes of segments kept by a space server
+ *              single-writer multi-reader pipes of segments kept by a space server;
+ *              pi_abandon lets go of a writer without ending its pipe (a writer restarted
+ *              with PI_APPEND continues it)
  *
  * Mode (sdk/README.md, "Mode"), chosen once per process at the first call:
  *   SIDECAR   when CONFLUX_SOCKET is set (the operator sets it in workflow pods): every pipe
@@ -52,7 +54,7 @@
  *                                                    projection run at the source)
  *                               cx_chan_stats(), cx_chan_wait_members()
  *   pipe/cx_pipe.h              pi_space_open/close(), pi_create(PI_CREATE | PI_APPEND),
- *                               pi_write(), pi_close(), pi_attach(), pi_read[_timeout](),
+ *                               pi_write(), pi_close(), pi_abandon(), pi_attach(), pi_read[_timeout](),
  *                               pi_seek(), pi_tell(), pi_detach(), pi_unlink(),
  *                               pi_reader_stats()
  *

@@ -22,6 +22,7 @@ long EMB(pi_read)(int d, void *b, size_t len, const struct cx_format *t);
 long EMB(pi_read_timeout)(int d, void *b, size_t len, const struct cx_format *t, int timeout_ms);
 long EMB(pi_write)(int d, const void *b, size_t len, const struct cx_format *t);
 int EMB(pi_close)(int d);
+int EMB(pi_abandon)(int d);
 int EMB(pi_detach)(int d);
 int EMB(pi_seek)(int d, uint64_t seg);
 int64_t EMB(pi_tell)(int d);
@@ -63,6 +64,7 @@ long pi_read_timeout(int d, void *b, size_t len, const struct cx_format *t, int 
 }
 long pi_write(int d, const void *b, size_t len, const struct cx_format *t) { return PICK(pi_write, d, b, len, t); }
 int pi_close(int d) { return PICK(pi_close, d); }
+int pi_abandon(int d) { return PICK(pi_abandon, d); }
 int pi_detach(int d) { return PICK(pi_detach, d); }
 int pi_seek(int d, uint64_t seg) { return PICK(pi_seek, d, seg); }
 int64_t pi_tell(int d) { return PICK(pi_tell, d); }

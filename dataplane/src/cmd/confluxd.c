@@ -28,6 +28,8 @@ static const char usage[] =
     "  --role=space            serve a space: pipe names, cached pipes, format descriptions\n"
     "  --dir=PATH              store directory (default /var/lib/conflux/space)\n"
     "  --listen=tcp://H:P      client address (default tcp://0.0.0.0:7400)\n"
+    "  --listen2=URL           a second client address, e.g. tls://0.0.0.0:7443 for clients\n"
+    "                          in other clusters (CONFLUX_TLS_CA, _CERT, _KEY: mutual TLS)\n"
     "  --udp=H:P | --no-udp    UDP lookup address (default: the --listen host and port)\n"
     "  --udp-threads=N         UDP lookup threads (default 1)\n"
     "  --fsync=POLICY          none | every | interval:MS (default interval:100): what a\n"
@@ -45,7 +47,8 @@ static const char usage[] =
     "  --outputs=c             channel names the pod writes\n"
     "  --channels=x,y          channel names without a direction\n"
     "  --http=H:P | --no-http  /metrics, /healthz, /readyz (default 0.0.0.0:9464)\n"
-    "  --space=tcp://H:P       a space /readyz requires reachable (default $CONFLUX_SPACE)\n"
+    "  --space=tcp://H:P       a space /readyz requires reachable (default $CONFLUX_SPACE);\n"
+    "                          tls://H:P for a space's TLS address (CONFLUX_TLS_*)\n"
     "  --listen=URL            the channel runtime's address (default: from --transport, port 0)\n"
     "  --advertise=URL         the address other pods dial (default: this pod's IP)\n"
     "  --ring-size=N[KMG]      each shared ring per application connection (default 16M;\n"
@@ -91,6 +94,7 @@ static int space_main(int argc, char **argv)
     static const struct option opts[] = {
         {"role", required_argument, 0, 'r'},       {"dir", required_argument, 0, 'd'},
         {"listen", required_argument, 0, 'l'},     {"udp", required_argument, 0, 'u'},
+        {"listen2", required_argument, 0, 'L'},
         {"no-udp", no_argument, 0, 'n'},           {"udp-threads", required_argument, 0, 't'},
         {"fsync", required_argument, 0, 'f'},      {"retain-bytes", required_argument, 0, 'b'},
         {"retain-segments", required_argument, 0, 's'}, {"max-segment", required_argument, 0, 'm'},
@@ -103,6 +107,7 @@ static int space_main(int argc, char **argv)
         case 'r': role = optarg; break;
         case 'd': o.dir = optarg; break;
         case 'l': o.listen = optarg; break;
+        case 'L': o.listen2 = optarg; break;
         case 'u': o.udp = optarg; break;
         case 'n': o.udp = ""; break;
         case 't':
@@ -155,8 +160,10 @@ static int space_main(int argc, char **argv)
         fprintf(stderr, "confluxd: %s\n", cx_errmsg());
         return 1;
     }
-    /* machine-readable line for scripts and tests: the real addresses (port 0 resolved) */
-    printf("listening %s udp %s\n", cx_space_server_addr(s), cx_space_server_udp_addr(s));
+    /* machine-readable line for scripts and tests: the real addresses (port 0 resolved);
+     * the second address, when any, comes last so the first words keep their places */
+    printf("listening %s udp %s%s%s\n", cx_space_server_addr(s), cx_space_server_udp_addr(s),
+           cx_space_server_addr2(s)[0] ? " also " : "", cx_space_server_addr2(s));
     fflush(stdout);
     while (!g_stop)
         pause();
@@ -253,8 +260,9 @@ static int sidecar_main(int argc, char **argv)
             break;
         case 'N': o.http = ""; break;
         case 'P':
-            if (strncmp(optarg, "tcp://", 6) != 0 || !strchr(optarg + 6, ':'))
-                return bad("space", optarg, "give tcp://HOST:PORT");
+            if ((strncmp(optarg, "tcp://", 6) != 0 && strncmp(optarg, "tls://", 6) != 0) ||
+                !strchr(optarg + 6, ':'))
+                return bad("space", optarg, "give tcp://HOST:PORT or tls://HOST:PORT");
             o.space = optarg;
             break;
         case 'l': o.listen = optarg; break;

@@ -80,6 +80,15 @@ long pi_read(int d, void *b, size_t len, const struct cx_format *t);
 /* Appends a segment of len events of t (len bytes when t is NULL); returns len. */
 long pi_write(int d, const void *b, size_t len, const struct cx_format *t);
 int pi_close(int d);
+/* Beyond the paper: lets go of a writer WITHOUT ending the pipe, for a writer that stops
+ * before its end and will be restarted (the paper's writer restart): the descriptor is
+ * freed, what this writer sent waits for the space's acknowledgement (up to the space's
+ * timeout_ms, reconnecting as pi_write does), the space frees the pipe's writer place at
+ * once and readers go on from the space, reaching no end. A writer opened later with
+ * PI_APPEND replays its writes and continues after what the space holds. Returns 0, or -1
+ * when the space did not acknowledge everything (the descriptor is freed all the same; a
+ * replay writes those segments again). EBADF for anything but a writer. */
+int pi_abandon(int d);
 int pi_detach(int d);
 int pi_seek(int d, uint64_t seg);
 int64_t pi_tell(int d);

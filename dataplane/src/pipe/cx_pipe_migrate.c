@@ -194,7 +194,7 @@ static void hold_resume(struct pi_writer *w, const char *old_addr, const char *n
 void pi_writer_events(struct pi_writer *w)
 {
     struct cx_space_event ev;
-    while (cx_space_next_event(w->c, w->handle, &ev) == 1) {
+    while (w->c && cx_space_next_event(w->c, w->handle, &ev) == 1) { /* NULL: recovery failed */
         if (ev.op == CX_SP_READER_JOINED && !hold_find(w, ev.addr))
             pi_writer_direct_add(w, ev.addr); /* a held address is not connected to (#88) */
         else if (ev.op == CX_SP_READER_HELD)

@@ -1,4 +1,4 @@
-/* The write end: pi_create, pi_write, pi_close. Each segment goes to the space (which
+/* The write end: pi_create, pi_write, pi_close, pi_abandon. Each segment goes to the space (which
  * acknowledges it per its fsync policy) and, at the same time, straight to every reader
  * the space told us of (Figure 6, #9-#16 and #26-#38). Segments the space has not
  * acknowledged are retained, so a space that restarts loses nothing: the writer reconnects
@@ -264,6 +264,9 @@ static int space_recover(struct pi_writer *w, int timeout_ms)
 static int space_send(struct pi_writer *w, uint64_t id, uint64_t token, const void *p, size_t len,
                       int timeout_ms)
 {
+    int rc0 = w->c ? 0 : space_recover(w, timeout_ms); /* an earlier recovery failed */
+    if (rc0 < 0)
+        return rc0;
     /* window: wait for the space before getting further ahead */
     while (id > w->window && cx_space_acked(w->c, w->handle) < id - w->window) {
         pi_writer_flush(w, 0); /* what the space is to ack may wait in a corked socket */
@@ -361,7 +364,8 @@ int pi_close(int d)
     w->dirty = 0;
     pthread_mutex_unlock(&w->cork_mu);
     uint64_t last = w->last > w->space_had ? w->last : w->space_had;
-    int rc = cx_space_end(w->c, w->handle, last);
+    /* no connection after a recovery that failed: recover first */
+    int rc = w->c ? cx_space_end(w->c, w->handle, last) : -ECONNRESET;
     if (rc == -ECONNRESET && (rc = space_recover(w, timeout)) == 0)
         rc = cx_space_end(w->c, w->handle, last);
     if (rc == 0)
@@ -390,3 +394,41 @@ int pi_close(int d)
 /* For the hold list (cx_pipe_migrate.c). */
 void pi_writer_direct_add(struct pi_writer *w, const char *addr) { direct_add(w, addr); }
 void pi_writer_direct_drop(struct pi_writer *w, struct pi_direct *dl) { direct_drop(w, dl); }
+
+int pi_abandon(int d)
+{
+    pthread_mutex_lock(&g_pi.mu);
+    struct pi_writer *w = writer_get(d);
+    int timeout = w ? g_pi.spaces[w->space].opts.timeout_ms : 0;
+    if (w)
+        g_pi.desc[d].kind = -1;
+    pthread_mutex_unlock(&g_pi.mu);
+    if (!w)
+        return pi_fail(-EBADF);
+    pthread_mutex_lock(&w->cork_mu); /* what waits in corked sockets leaves now */
+    w->corked = 0;
+    each_fd(w, 0);
+    w->dirty = 0;
+    pthread_mutex_unlock(&w->cork_mu);
+    /* what this run wrote reaches the space (a restarted writer then replays less); a
+     * failure loses nothing that a replay would not write again */
+    int rc = 0;
+    if (w->last > w->space_had) { /* no connection: a recovery that failed before */
+        rc = w->c ? cx_space_wait_acked(w->c, w->handle, w->last, timeout) : -ECONNRESET;
+        if ((rc == -ECONNRESET || rc == -ETIMEDOUT) && (rc = space_recover(w, timeout)) == 0)
+            rc = cx_space_wait_acked(w->c, w->handle, w->last, timeout);
+    }
+    /* no END: the space frees the writer's place now, not when it notices the disconnect,
+     * so a PI_APPEND right after finds the pipe open and free; readers whose direct link
+     * closes go on from the space's stream */
+    if (rc == 0 && w->c)
+        cx_space_stop(w->c, w->handle);
+    pthread_mutex_lock(&g_pi.mu);
+    g_pi.desc[d] = (struct pi_desc){0};
+    pthread_mutex_unlock(&g_pi.mu);
+    if (rc < 0)
+        rc = cx_err_wrap(rc, "pi_abandon '%s': the space did not acknowledge segment %llu", w->name,
+                         (unsigned long long)w->last);
+    pi_writer_free(w);
+    return rc < 0 ? pi_fail(rc) : 0;
+}

@@ -522,6 +522,12 @@ int cx_sc_pi_close(int d)
     return simple(CX_SC_PI_CLOSE, d, 0, NULL, &rep);
 }
 
+int cx_sc_pi_abandon(int d)
+{
+    struct cx_sc_rep rep;
+    return simple(CX_SC_PI_ABANDON, d, 0, NULL, &rep);
+}
+
 int cx_sc_pi_detach(int d)
 {
     struct cx_sc_rep rep;

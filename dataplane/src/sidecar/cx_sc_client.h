@@ -46,6 +46,7 @@ long cx_sc_pi_read(int d, void *b, size_t len, const struct cx_format *t);
 long cx_sc_pi_read_timeout(int d, void *b, size_t len, const struct cx_format *t, int timeout_ms);
 long cx_sc_pi_write(int d, const void *b, size_t len, const struct cx_format *t);
 int cx_sc_pi_close(int d);
+int cx_sc_pi_abandon(int d);
 int cx_sc_pi_detach(int d);
 int cx_sc_pi_seek(int d, uint64_t seg);
 int64_t cx_sc_pi_tell(int d);

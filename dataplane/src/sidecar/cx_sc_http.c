@@ -27,6 +27,7 @@ static const char *op_names[CX_SC_OP_MAX] = {
     [CX_SC_PI_CLOSE] = "pi_close",     [CX_SC_PI_DETACH] = "pi_detach",
     [CX_SC_PI_SEEK] = "pi_seek",       [CX_SC_PI_TELL] = "pi_tell",
     [CX_SC_PI_UNLINK] = "pi_unlink",   [CX_SC_PI_STATS] = "pi_reader_stats",
+    [CX_SC_PI_ABANDON] = "pi_abandon",
     [CX_SC_CTX] = "chan_ctx",          [CX_SC_CHAN_CREATE] = "chan_create",
     [CX_SC_CHAN_OPEN] = "chan_open",   [CX_SC_CHAN_CLOSE] = "chan_close",
     [CX_SC_SOURCE] = "chan_source",    [CX_SC_SUBMIT] = "chan_submit",
@@ -256,10 +257,17 @@ static void render_metrics(struct cx_sidecar *sc, FILE *o)
     }
 }
 
-/* Whether the space answers a TCP connect within a second. */
+/* Whether the space answers a TCP connect within 400 ms (tls:// too: the handshake is not
+ * tried, a refused certificate shows in the applications' calls). Short because this one
+ * HTTP thread also answers /healthz: a /readyz waiting on an address that no longer
+ * answers (a restarted space server's old IP, still in DNS caches) must not make the
+ * kubelet's 1 s liveness probe behind it fail, which would restart the sidecar and take the
+ * applications' handles with it. */
 static int space_reachable(const char *space, char *why, size_t cap)
 {
     const char *hp = cx_addr_strip(space, "tcp");
+    if (!hp)
+        hp = cx_addr_strip(space, "tls");
     struct sockaddr_in sa;
     if (cx_addr_inet(hp ? hp : space, &sa) < 0) {
         snprintf(why, cap, "space address '%s': %s", space, cx_errmsg());
@@ -273,7 +281,7 @@ static int space_reachable(const char *space, char *why, size_t cap)
         struct pollfd pf = {.fd = fd, .events = POLLOUT};
         int err = 0;
         socklen_t el = sizeof err;
-        if (poll(&pf, 1, 1000) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0)
+        if (poll(&pf, 1, 400) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0)
             ok = err == 0;
         errno = err ? err : ETIMEDOUT;
     }

@@ -86,6 +86,9 @@ static void h_count(struct cx_sidecar *sc, int64_t id, uint64_t segs, uint64_t b
     pthread_mutex_unlock(&sc->mu);
 }
 
+/* Lets go of what an application left: a writer is abandoned, not closed (pi_abandon: an
+ * application that died or was stopped mid-stream is restarted and continues with
+ * PI_APPEND; only its own pi_close ends a pipe). */
 static void close_handle(struct sc_handle *h)
 {
     switch (h->kind) {
@@ -96,7 +99,7 @@ static void close_handle(struct sc_handle *h)
     case H_SOURCE: cx_chan_source_close(h->src); break;
     case H_CHAN: cx_chan_close(h->ch); break;
     case H_READER: pi_detach(h->d); break;
-    case H_WRITER: pi_close(h->d); break;
+    case H_WRITER: pi_abandon(h->d); break; /* not ended: a restarted writer APPENDs */
     case H_SPACE: pi_space_close(h->d); break;
     default: break;
     }
@@ -140,7 +143,8 @@ void cx__sc_session_close_all(struct cx_sidecar *sc, uint64_t id)
             if (h.kind == H_FREE)
                 break;
             if (h.kind == H_WRITER)
-                cx_sc_log("warn", "application left a pipe open: closing it", "\"pipe\":%s",
+                cx_sc_log("warn", "application left a pipe open for writing: abandoning it (not "
+                          "ended; a writer opened with PI_APPEND continues it)", "\"pipe\":%s",
                           cx_sc_json_str((char[300]){0}, 300, h.name));
             close_handle(&h);
         }
@@ -425,6 +429,11 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
             return rc;
         errno = 0;
         return pi_rc(q->op == CX_SC_PI_CLOSE ? pi_close(h.d) : pi_detach(h.d));
+    case CX_SC_PI_ABANDON:
+        if ((rc = h_del(c, q->a[0], H_WRITER, &h)) < 0)
+            return rc;
+        errno = 0;
+        return pi_rc(pi_abandon(h.d));
     case CX_SC_PI_SEEK:
         if ((rc = h_get(c, q->a[0], H_READER, &h)) < 0)
             return rc;

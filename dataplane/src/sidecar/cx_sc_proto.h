@@ -46,6 +46,7 @@ enum cx_sc_op {
     CX_SC_PI_UNLINK = 20,   /* s name, a0 space */
     CX_SC_PI_STATS = 21,    /* a0 d -> a0..a3 from_space, from_writer, duplicates, spilled;
                              * rc = reconnects */
+    CX_SC_PI_ABANDON = 22,  /* a0 d */
     /* channels (../channel/cx_chan.h); handles are the sidecar's */
     CX_SC_CTX = 30,         /* -> s the sidecar's channel address */
     CX_SC_CHAN_CREATE = 31, /* a0 format token (0 untyped), a1 mode, a2 queue -> a0 handle,

@@ -48,6 +48,7 @@ struct handle {
 struct conn {
     struct cx_space_server *s;
     struct cx_link *link;
+    const char *scheme; /* of the listener that accepted it (stats) */
     int src;
     int dead;
     struct handle *h;
@@ -720,13 +721,12 @@ static int do_stats(struct cx_space_server *s, struct conn *c, uint64_t seq, con
     struct cx_seg_stat ss;
     cx_segstore_stat(p->seg, &ss);
     struct cx_sp_stats st = {.bytes = ss.bytes, .segments = ss.segments};
-    const char *mine = s->link_ops->scheme ? s->link_ops->scheme : "unknown";
     for (struct conn *k = s->conns; k; k = k->next)
         for (size_t i = 0; i < k->nh; i++)
             if (k->h[i].p == p && (k->h[i].kind == H_READER ||
                                    (p->writer == k && p->writer_handle == k->h[i].id))) {
                 st.readers += k->h[i].kind == H_READER;
-                stats_link(&st, mine, strlen(mine));
+                stats_link(&st, k->scheme, strlen(k->scheme));
             }
     for (int i = 0; p->writer && i < p->nreaders; i++) {
         if (p->readers[i].token)
@@ -965,11 +965,12 @@ static void conn_error(void *ctx, int rc)
 
 static int accept_poll(void *ctx, int budget)
 {
-    struct cx_space_server *s = ctx;
+    struct cx_space_accept *a = ctx;
+    struct cx_space_server *s = a->s;
     int n = 0;
     while (n < budget) {
         struct cx_link *k;
-        int rc = s->link_ops->accept(s->listener, 0, &k);
+        int rc = a->ops->accept(a->listener, 0, &k);
         if (rc == -ETIMEDOUT || rc == -EAGAIN)
             break;
         if (rc < 0) {
@@ -983,6 +984,7 @@ static int accept_poll(void *ctx, int budget)
         }
         c->s = s;
         c->link = k;
+        c->scheme = a->ops->scheme ? a->ops->scheme : "unknown";
         struct cx_driver_caps caps;
         cx_link_caps(k, &caps);
         struct cx_engine_source src = {.name = "space-client", .poll = conn_poll, .arm = conn_arm,
@@ -1055,14 +1057,32 @@ int cx_space_server_start(const struct cx_space_server_opts *o, struct cx_space_
     if ((rc = s->link_ops->listen(s->opts.listen, &s->listener)) < 0)
         goto fail;
     snprintf(s->addr, sizeof s->addr, "%s", s->link_ops->listener_addr(s->listener));
+    s->acc[0] = (struct cx_space_accept){s, s->link_ops, s->listener};
+    if (s->opts.listen2 && *s->opts.listen2) {
+        struct cx_space_accept *a2 = &s->acc[1];
+        if (!(a2->ops = cx_driver_for(s->opts.listen2))) {
+            rc = cx_err_set(EINVAL, "second address '%s': no driver for it", s->opts.listen2);
+            goto fail;
+        }
+        if ((rc = a2->ops->listen(s->opts.listen2, &a2->listener)) < 0) {
+            rc = cx_err_wrap(rc, "second address '%s'", s->opts.listen2);
+            goto fail;
+        }
+        a2->s = s;
+        snprintf(s->addr2, sizeof s->addr2, "%s", a2->ops->listener_addr(a2->listener));
+    }
     if ((rc = cx_space_udp_start(s)) < 0)
         goto fail;
     if ((rc = cx_engine_create(&cx_idle_block, &s->engine)) < 0)
         goto fail;
-    struct cx_engine_source acc = {.name = "space-accept", .poll = accept_poll, .ctx = s,
-                                   .fd = s->link_ops->listener_fd(s->listener), .cost = 8};
-    if ((rc = cx_engine_add(s->engine, &acc)) < 0)
-        goto fail;
+    for (int i = 0; i < 2; i++) {
+        if (!s->acc[i].listener)
+            continue;
+        struct cx_engine_source acc = {.name = "space-accept", .poll = accept_poll, .ctx = &s->acc[i],
+                                       .fd = s->acc[i].ops->listener_fd(s->acc[i].listener), .cost = 8};
+        if ((rc = cx_engine_add(s->engine, &acc)) < 0)
+            goto fail;
+    }
     if (s->opts.pipe.fsync == CX_SEG_FSYNC_INTERVAL && s->opts.pipe.fsync_interval_ms) {
         s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
         uint32_t ms = s->opts.pipe.fsync_interval_ms;
@@ -1076,7 +1096,8 @@ int cx_space_server_start(const struct cx_space_server_opts *o, struct cx_space_
     }
     if ((rc = cx_engine_start(s->engine)) < 0)
         goto fail;
-    logf_(s, "serving %s (udp %s) from %s", s->addr, s->udp_addr[0] ? s->udp_addr : "off", o->dir);
+    logf_(s, "serving %s%s%s (udp %s) from %s", s->addr, s->addr2[0] ? " and " : "", s->addr2,
+          s->udp_addr[0] ? s->udp_addr : "off", o->dir);
     *out = s;
     return 0;
 fail:
@@ -1091,6 +1112,7 @@ fail:
 }
 
 const char *cx_space_server_addr(struct cx_space_server *s) { return s->addr; }
+const char *cx_space_server_addr2(struct cx_space_server *s) { return s->addr2; }
 const char *cx_space_server_udp_addr(struct cx_space_server *s) { return s->udp_addr; }
 
 void cx_space_server_stats(struct cx_space_server *s, struct cx_space_server_stats *out)
@@ -1118,6 +1140,8 @@ void cx_space_server_stop(struct cx_space_server *s)
         pipe_close(s, s->pipes);
     if (s->listener)
         s->link_ops->listener_close(s->listener);
+    if (s->acc[1].listener)
+        s->acc[1].ops->listener_close(s->acc[1].listener);
     if (s->timer_fd >= 0)
         close(s->timer_fd);
     cx_space_formats_close(s->formats);

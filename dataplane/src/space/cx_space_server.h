@@ -29,6 +29,10 @@ extern "C" {
 struct cx_space_server_opts {
     const char *dir;       /* store directory (created if missing); required */
     const char *listen;    /* TCP address, default "tcp://127.0.0.1:0" */
+    const char *listen2;   /* optional second client address, any scheme (e.g.
+                            * "tls://0.0.0.0:7443" for clients in other clusters: the tls
+                            * driver's credentials, transport/tls/cx_tls.h); NULL = none.
+                            * Clients of both addresses share the pipes. */
     const char *udp;       /* UDP lookup address "host:port": NULL = the TCP host and port,
                             * "" = no UDP service */
     int udp_threads;       /* default 1 */
@@ -51,6 +55,8 @@ int cx_space_server_start(const struct cx_space_server_opts *o, struct cx_space_
 /* "tcp://a.b.c.d:port" clients connect to, and "a.b.c.d:port" of the UDP service ("" when
  * disabled). Valid until stop. */
 const char *cx_space_server_addr(struct cx_space_server *s);
+/* The second address (opts.listen2, its port resolved), "" when none. */
+const char *cx_space_server_addr2(struct cx_space_server *s);
 const char *cx_space_server_udp_addr(struct cx_space_server *s);
 
 void cx_space_server_stats(struct cx_space_server *s, struct cx_space_server_stats *out);

@@ -15,6 +15,13 @@ struct spipe;
 
 #define CX_SPACE_MAX_UDP_THREADS 8
 
+/* A listener and its accept source on the engine (ctx of accept_poll). */
+struct cx_space_accept {
+    struct cx_space_server *s;
+    const struct cx_driver_ops *ops;
+    struct cx_listener *listener;
+};
+
 struct cx_space_server {
     struct cx_space_server_opts opts;
     struct cx_segstore *store;
@@ -24,6 +31,8 @@ struct cx_space_server {
     const struct cx_driver_ops *link_ops;
     struct cx_listener *listener;
     char addr[160];
+    struct cx_space_accept acc[2]; /* opts.listen, and opts.listen2 when set */
+    char addr2[160];
     struct conn *conns;  /* engine thread only */
     struct spipe *pipes; /* engine thread only */
     void *scratch;       /* engine thread's segment buffer */

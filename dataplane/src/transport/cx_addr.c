@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,16 +81,30 @@ int cx_tcp_connect_fd(const char *hostport)
     int rc = cx_addr_inet(hostport, &sa);
     if (rc < 0)
         return rc;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return cx_err_set(errno, "socket: %s", strerror(errno));
-    while (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        if (errno == EINTR)
-            continue;
-        int e = errno;
+    int e = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 ? 0 : errno;
+    if (e == EINPROGRESS || e == EINTR) { /* wait, with a deadline, for the handshake */
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        int n;
+        while ((n = poll(&pf, 1, CX_TCP_CONNECT_TIMEOUT_MS)) < 0 && errno == EINTR) {
+        }
+        socklen_t el = sizeof e;
+        if (n == 0)
+            e = ETIMEDOUT;
+        else if (n < 0)
+            e = errno;
+        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
+            e = errno;
+    }
+    if (e) {
         close(fd);
+        if (e == ETIMEDOUT)
+            return cx_err_set(e, "connect to %s: no answer in %d ms", hostport, CX_TCP_CONNECT_TIMEOUT_MS);
         return cx_err_set(e, "connect to %s: %s", hostport, strerror(e));
     }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK); /* blocking, as callers expect */
     return fd;
 }
 

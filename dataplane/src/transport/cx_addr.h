@@ -24,7 +24,11 @@ void cx_addr_format_inet(const char *scheme, const struct sockaddr_in *sa, char 
 int cx_tcp_listen_fd(const char *hostport, struct sockaddr_in *bound);
 
 /* Connects a blocking TCP socket to hostport. Returns the fd or a negative errno
- * (-ECONNREFUSED when nobody listens). */
+ * (-ECONNREFUSED when nobody listens; -ETIMEDOUT when nothing answers within
+ * CX_TCP_CONNECT_TIMEOUT_MS: an address whose host is gone, such as a deleted pod's IP that
+ * DNS still gives, would otherwise hold the caller for the kernel's two minutes of SYN
+ * retries). */
+#define CX_TCP_CONNECT_TIMEOUT_MS 5000
 int cx_tcp_connect_fd(const char *hostport);
 
 /* Sets TCP_NODELAY, large send/receive buffers (4 MiB, capped by the kernel) and

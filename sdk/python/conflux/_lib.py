@@ -88,6 +88,7 @@ int pi_create(const char *name, int s, int mode);
 long pi_read(int d, void *b, size_t len, const struct cx_format *t);
 long pi_write(int d, const void *b, size_t len, const struct cx_format *t);
 int pi_close(int d);
+int pi_abandon(int d);
 int pi_detach(int d);
 int pi_seek(int d, uint64_t seg);
 int64_t pi_tell(int d);

@@ -143,6 +143,16 @@ class Writer:
         self.space._open.discard(self)
         check_pi(lib.pi_close(d), f"close '{self.name}'")
 
+    def abandon(self):
+        """Lets go of the writer WITHOUT ending the pipe (pi_abandon): readers see no end, and
+        a writer opened later with append=True replays its writes (those the space holds
+        are dropped) and continues. Idempotent; close() after it does nothing."""
+        if self._d is None:
+            return
+        d, self._d = self._d, None
+        self.space._open.discard(self)
+        check_pi(lib.pi_abandon(d), f"abandon '{self.name}'")
+
     def __enter__(self):
         return self
 

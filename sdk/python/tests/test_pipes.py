@@ -140,6 +140,25 @@ def test_read_timeout_while_the_writer_is_quiet(space, pipe_name):
         assert r.read(timeout=5) == b"now"
 
 
+def test_abandon_leaves_the_pipe_open_and_append_continues(space, pipe_name):
+    w = space.create(pipe_name)
+    for k in range(3):
+        w.write(b"seg%d" % k)
+    w.abandon()
+    w.abandon()  # idempotent
+    with pytest.raises(conflux.Error) as e:
+        w.write(b"late")
+    assert e.value.errno == errno.EBADF
+    with space.attach(pipe_name) as r:
+        assert [r.read(timeout=5) for _ in range(3)] == [b"seg0", b"seg1", b"seg2"]
+        with pytest.raises(conflux.Timeout):  # not ended: no end, nothing more yet
+            r.read(timeout=0.3)
+        with space.create(pipe_name, append=True) as w2:  # the restarted writer replays
+            for k in range(5):
+                w2.write(b"seg%d" % k)
+        assert list(r) == [b"seg3", b"seg4"]
+
+
 def test_bad_calls_raise_errors_with_the_library_message(space, space_server, pipe_name):
     w = space.create(pipe_name)
     with pytest.raises(conflux.Error) as e:
