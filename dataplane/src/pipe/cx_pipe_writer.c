@@ -48,8 +48,35 @@ static void each_fd(struct pi_writer *w, int on_off)
             set_cork(cx_link_fd(w->direct[i].link), on_off);
 }
 
+/* Sends what the writer's links still hold queued because their sockets were full when
+ * the segments were written (cork_mu held): without this, the last segments of a burst
+ * would wait for the next pi_write, for ever if none comes (found with 64 MiB in flight
+ * both ways). Links that fail are set aside in gone[] for the caller to close. Returns 1
+ * while bytes still wait. */
+static int drain_queued(struct pi_writer *w, struct cx_link **gone, int *ngone)
+{
+    int waiting = 0;
+    for (int i = 0; i < w->ndirect; i++) {
+        struct pi_direct *dl = &w->direct[i];
+        if (!dl->link || cx_link_pending(dl->link) == 0)
+            continue;
+        if (cx_link_progress(dl->link, no_recv, NULL, 64) < 0) {
+            gone[(*ngone)++] = dl->link; /* that reader falls back to the space */
+            dl->link = NULL;
+        } else {
+            waiting |= cx_link_pending(dl->link) > 0;
+        }
+    }
+    /* a lost space connection is noticed and recovered by the next call that needs it */
+    if (w->c)
+        waiting |= cx_space_client_push(w->c) > 0;
+    return waiting;
+}
+
 int pi_writer_flush(struct pi_writer *w, double min_ms)
 {
+    struct cx_link *gone[PI_MAX_DIRECT];
+    int ngone = 0;
     pthread_mutex_lock(&w->cork_mu);
     int waiting = w->dirty;
     if (w->dirty && pi_now_ms() - w->dirty_at >= min_ms) {
@@ -58,7 +85,10 @@ int pi_writer_flush(struct pi_writer *w, double min_ms)
             each_fd(w, 1);
         w->dirty = waiting = 0;
     }
+    waiting |= drain_queued(w, gone, &ngone);
     pthread_mutex_unlock(&w->cork_mu);
+    for (int i = 0; i < ngone; i++)
+        cx_link_close(gone[i]);
     return waiting;
 }
 
@@ -294,6 +324,9 @@ static void direct_send(struct pi_writer *w, const struct cx_frame_hdr *h, const
 {
     pi_writer_events(w); /* readers attached, migrating, moved since (check_restore, #39-#44) */
     struct iovec iov = {(void *)p, len};
+    struct cx_link *gone[PI_MAX_DIRECT];
+    int ngone = 0;
+    pthread_mutex_lock(&w->cork_mu); /* the in-bound thread drains these links too */
     for (int i = 0; i < w->ndirect; i++) {
         struct pi_direct *dl = &w->direct[i];
         if (!dl->link)
@@ -304,9 +337,14 @@ static void direct_send(struct pi_writer *w, const struct cx_frame_hdr *h, const
         if (cx_link_send(dl->link, h, &iov, len ? 1 : 0) < 0 ||
             ((cx_link_pending(dl->link) || (h->seq & 63) == 0) &&
              cx_link_progress(dl->link, no_recv, NULL, 64) < 0) ||
-            cx_link_pending(dl->link) > DIRECT_MAX_QUEUE)
-            direct_drop(w, dl);
+            cx_link_pending(dl->link) > DIRECT_MAX_QUEUE) {
+            gone[ngone++] = dl->link; /* that reader falls back to the space */
+            dl->link = NULL;
+        }
     }
+    pthread_mutex_unlock(&w->cork_mu);
+    for (int i = 0; i < ngone; i++)
+        cx_link_close(gone[i]);
 }
 
 long pi_write(int d, const void *b, size_t len, const struct cx_format *t)

@@ -166,6 +166,78 @@ CX_TEST(attach_first_then_create_streams_direct)
     space_down(&sp);
 }
 
+/* A writer that stops writing still sends what its full sockets could not take: the space
+ * and the reader are stopped (SIGSTOP) while the writer bursts 40 MiB, so both links queue
+ * most of it in user space; then they go on and the writer only waits (no pi_write, no
+ * pi_close). Before the in-bound thread drained such queues, the tail of the burst waited
+ * for a next pi_write for ever and the reader stalled (seen with 64 MiB in flight). */
+#define BURST_N 160
+#define BURST_SIZE (256u << 10)
+CX_TEST(writer_that_stops_sends_what_its_full_sockets_held)
+{
+    struct space_proc sp;
+    CX_CHECK_EQ_INT(space_up(&sp), 0);
+    int ready[2];
+    CX_CHECK(pipe(ready) == 0);
+    pid_t rd = fork();
+    if (rd == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int s = pi_space_open(sp.addr, NULL);
+        int r = s < 0 ? -1 : pi_attach("burst", s);
+        if (r < 0 || write(ready[1], "r", 1) != 1)
+            _exit(2);
+        uint8_t *b = malloc(BURST_SIZE);
+        for (uint64_t i = 0; i < BURST_N; i++) {
+            long n = pi_read_timeout(r, b, BURST_SIZE, NULL, 20000);
+            uint64_t id;
+            if (n != (long)BURST_SIZE)
+                _exit(3); /* stalled (ETIMEDOUT) or short */
+            memcpy(&id, b, sizeof id);
+            if (id != i)
+                _exit(4);
+        }
+        _exit(0);
+    }
+    char c;
+    CX_CHECK(read(ready[0], &c, 1) == 1);
+    int s = pi_space_open(sp.addr, NULL);
+    int w = pi_create("burst", s, PI_CREATE);
+    CX_CHECK(w >= 0);
+    struct pi_writer_stats ws = {0};
+    for (int i = 0; i < 200 && ws.direct == 0; i++) { /* the reader's direct link is up */
+        pi_writer_stats(w, &ws);
+        if (ws.direct == 0)
+            usleep(10000);
+    }
+    CX_CHECK_EQ_INT(ws.direct, 1);
+    kill(rd, SIGSTOP);
+    kill(sp.pid, SIGSTOP);
+    uint8_t *b = calloc(1, BURST_SIZE);
+    int wrote = 0;
+    for (uint64_t i = 0; i < BURST_N; i++, wrote++) {
+        memcpy(b, &i, sizeof i);
+        if (pi_write(w, b, BURST_SIZE, NULL) != (long)BURST_SIZE)
+            break;
+    }
+    free(b);
+    kill(sp.pid, SIGCONT);
+    kill(rd, SIGCONT);
+    int st = -1;
+    for (int i = 0; i < 3000 && waitpid(rd, &st, WNOHANG) == 0; i++)
+        usleep(10000); /* the writer only waits: its in-bound thread must send the rest */
+    if (st == -1) {
+        kill(rd, SIGKILL);
+        waitpid(rd, &st, 0);
+    }
+    CX_CHECK_EQ_INT(wrote, BURST_N);
+    CX_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* every segment, in order */
+    CX_CHECK_EQ_INT(pi_close(w), 0);
+    pi_space_close(s);
+    close(ready[0]);
+    close(ready[1]);
+    space_down(&sp);
+}
+
 /* A reader that attaches while the writer is mid-stream is announced to the writer. */
 static void *resume_later(void *arg)
 {

@@ -699,3 +699,22 @@ int cx_space_resume(struct cx_space_client *c, int kind, const char *name, const
 }
 
 int cx_space_client_fd(struct cx_space_client *c) { return cx_link_fd(c->link); }
+
+static long push_locked(struct cx_space_client *c)
+{
+    if (!c->dead && cx_link_pending(c->link) == 0)
+        return 0;
+    int rc = pump(c, 0);
+    return rc < 0 ? rc : (long)cx_link_pending(c->link);
+}
+
+long cx_space_client_push(struct cx_space_client *c)
+{
+    /* busy: another thread is inside a call, which drives the connection itself (a wait
+     * for acks can hold the lock for its whole timeout: never wait for it here) */
+    if (pthread_mutex_trylock(&c->mu) != 0)
+        return 1;
+    long rc = push_locked(c);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}

@@ -136,6 +136,12 @@ int cx_space_resume(struct cx_space_client *c, int kind, const char *name, const
 /* The connection's fd (readable when a call would find news), for callers that wait in
  * poll() across several clients. */
 int cx_space_client_fd(struct cx_space_client *c);
+/* Sends what the connection still holds queued (the socket did not take it all) and collects
+ * what arrived, without waiting, not even for the client's lock; safe from any thread.
+ * Returns the bytes still queued (1 when another thread is inside a call on it: that call
+ * drives the connection), or -ECONNRESET once the connection is lost. A writer that stops writing calls it (through
+ * the pipe runtime's in-bound thread) so its last appends leave. */
+long cx_space_client_push(struct cx_space_client *c);
 
 /* Ends a handle (reader or writer) on the server and here. */
 int cx_space_stop(struct cx_space_client *c, uint32_t handle);
