@@ -72,52 +72,13 @@ func HelmInstallSpec(ctx context.Context, t *testing.T, in HelmInstallInput) {
 	if in.ServerNode.Metadata.Name == in.ClientNode.Metadata.Name {
 		t.Fatalf("server and client must be on different nodes, both are on %s", in.ServerNode.Metadata.Name)
 	}
-	helm, err := c.Helm()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The chart owns cluster-scoped objects (CRDs): one run at a time on this cluster.
-	unlock, err := lockFile(ctx, filepath.Join(filepath.Dir(c.Kubeconfig), c.Name+".conflux-chart.lock"))
-	if err != nil {
-		t.Fatalf("lock: %v", err)
-	}
-	t.Cleanup(unlock) // after cleanupRelease (cleanups run last-registered first)
-	id := randomHex(t, 4)
-	release := "conflux-e2e-" + id // also the prefix of the release's objects
-	opNs, appNs := release+"-system", release
-	const space = "cache"
-	vol := LocalVolume{Name: release, Node: in.ServerNode.Metadata.Name, Path: "/var/lib/" + release,
-		Size: "64Mi", Claim: appNs + "/data-" + space + "-0"}
-
-	removeInterruptedRuns(ctx, t, c, helm)
-	takeOwnership := checkCRDsFree(ctx, t, c, helm)
-	for _, ns := range []string{opNs, appNs} {
-		if _, err := c.Kubectl(ctx, nil, "create", "namespace", ns); err != nil {
-			t.Fatalf("creating namespace: %v", err)
-		}
-	}
-	t.Cleanup(func() { cleanupRelease(t, c, helm, release, opNs, appNs, vol) })
-
 	// --- 1. the operator ------------------------------------------------------------------
+	// The chart owns cluster-scoped objects (CRDs): InstallRelease takes the chart lock, so one
+	// run at a time on this cluster, and removes everything when the test ends.
+	const space = "cache"
 	step := time.Now()
-	opRepo, opTag := splitImage(in.Images.Operator)
-	dRepo, dTag := splitImage(in.Images.Confluxd)
-	args := []string{"install", release, in.Chart, "-n", opNs,
-		"--set", "operator.image.repository=" + opRepo, "--set", "operator.image.tag=" + opTag,
-		"--set", "operator.image.pullPolicy=Never",
-		"--set", "confluxd.image.repository=" + dRepo, "--set", "confluxd.image.tag=" + dTag,
-		"--set", "crds.keep=false",
-		// inject only into this run's namespace: other tests' pods never wait on this webhook
-		"--set-json", fmt.Sprintf(`webhook.podInjection.namespaceSelector={"matchLabels":{"kubernetes.io/metadata.name":%q}}`, appNs)}
-	if takeOwnership {
-		args = append(args, "--take-ownership")
-	}
-	if out, err := helm.Run(ctx, args...); err != nil {
-		t.Fatalf("helm install: %v\n%s", err, out)
-	}
-	if _, err := c.Kubectl(ctx, nil, "-n", opNs, "rollout", "status", "deployment/"+release, "--timeout=150s"); err != nil {
-		t.Fatalf("operator not Ready: %v\n%s", err, c.describeApp(ctx, opNs, "app.kubernetes.io/instance="+release))
-	}
+	r := installRelease(ctx, t, c, in.Images, in.Chart, space, in.ServerNode.Metadata.Name)
+	helm, release, opNs, appNs, vol := r.Helm, r.Name, r.OpNs, r.AppNs, r.Volume
 	t.Logf("helm install: operator Ready in %s", since(step))
 
 	step = time.Now()
@@ -133,9 +94,6 @@ func HelmInstallSpec(ctx context.Context, t *testing.T, in HelmInstallInput) {
 
 	// --- 2. a Space -------------------------------------------------------------------------
 	step = time.Now()
-	if err := CreateLocalVolume(ctx, c, vol); err != nil {
-		t.Fatal(err)
-	}
 	spaceYAML := fmt.Sprintf(`apiVersion: conflux.dev/v1alpha1
 kind: Space
 metadata:

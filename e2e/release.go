@@ -28,6 +28,13 @@ type Release struct {
 // the test when the operator does not become Ready.
 func InstallRelease(ctx context.Context, t *testing.T, c *Cluster, images ConfluxImages, space, spaceNode string) *Release {
 	t.Helper()
+	return installRelease(ctx, t, c, images, filepath.Join(c.Root, "charts", "conflux"), space, spaceNode)
+}
+
+// installRelease is InstallRelease with the chart directory given (HelmInstallSpec's input
+// may name another).
+func installRelease(ctx context.Context, t *testing.T, c *Cluster, images ConfluxImages, chart, space, spaceNode string) *Release {
+	t.Helper()
 	helm, err := c.Helm()
 	if err != nil {
 		t.Fatal(err)
@@ -51,11 +58,12 @@ func InstallRelease(ctx context.Context, t *testing.T, c *Cluster, images Conflu
 	t.Cleanup(func() { cleanupRelease(t, c, helm, r.Name, r.OpNs, r.AppNs, r.Volume) })
 	opRepo, opTag := splitImage(images.Operator)
 	dRepo, dTag := splitImage(images.Confluxd)
-	args := []string{"install", name, filepath.Join(c.Root, "charts", "conflux"), "-n", r.OpNs,
+	args := []string{"install", name, chart, "-n", r.OpNs,
 		"--set", "operator.image.repository=" + opRepo, "--set", "operator.image.tag=" + opTag,
 		"--set", "operator.image.pullPolicy=Never",
 		"--set", "confluxd.image.repository=" + dRepo, "--set", "confluxd.image.tag=" + dTag,
 		"--set", "crds.keep=false",
+		// inject only into this run's namespace: other tests' pods never wait on this webhook
 		"--set-json", fmt.Sprintf(`webhook.podInjection.namespaceSelector={"matchLabels":{"kubernetes.io/metadata.name":%q}}`, r.AppNs)}
 	if takeOwnership {
 		args = append(args, "--take-ownership")
