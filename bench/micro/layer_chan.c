@@ -45,6 +45,14 @@ struct reply { uint64_t count; double cpu_s; };
 static const char *ev_json = "{\"name\":\"micro_event\",\"fields\":[{\"name\":\"kind\",\"type\":\"uint8\"},"
                              "{\"name\":\"n\",\"type\":\"uint32\"},{\"name\":\"data\",\"type\":\"uint8[n]\"}]}";
 
+/* The runtime of this process: on LAYER_CHAN_LISTEN when set (e.g. ucx://127.0.0.1:0,
+ * tls://127.0.0.1:0: the network link the layer then runs on), else the default. */
+static int ctx_create(struct cx_chan_ctx **ctx)
+{
+    struct cx_chan_ctx_opts o = {.listen = getenv("LAYER_CHAN_LISTEN")};
+    return cx_chan_ctx_create(o.listen && *o.listen ? &o : NULL, ctx);
+}
+
 static void die(const char *what)
 {
     fprintf(stderr, "layer_chan: %s: %s\n", what, cx_errmsg());
@@ -158,7 +166,7 @@ static int run_sink(int rfd)
     struct cx_chan *ping, *pong;
     struct cx_chan_sink *k;
     struct sink_state s = {.buf = calloc(1, 1 << 20)};
-    if (cx_chan_ctx_create(NULL, &ctx) < 0 || cx_chan_open(ctx, ids[0], 10000, &ping) < 0 ||
+    if (ctx_create(&ctx) < 0 || cx_chan_open(ctx, ids[0], 10000, &ping) < 0 ||
         cx_chan_open(ctx, ids[1], 10000, &pong) < 0 || cx_chan_source(pong, F, &s.back) < 0)
         die("sink setup");
     struct cx_chan_sink_opts so = {.format = F};
@@ -219,6 +227,8 @@ static int cmpd(const void *a, const void *b)
 }
 static int reps;
 static const char *g_link = "tcp"; /* set once the sink process is linked */
+static char g_link_buf[16];
+
 static void emit(const char *test, const char *params, const char *metric, const char *unit,
                  double *r, long n, int ok)
 {
@@ -417,7 +427,7 @@ int main(int argc, char **argv)
     struct cx_chan_source *src;
     struct cx_chan_sink *k;
     struct cx_chan_opts co = {.format = F, .mode = CX_CHAN_RELIABLE, .queue_limit = 512};
-    if (cx_chan_ctx_create(NULL, &ctx) < 0 || cx_chan_create(ctx, &co, &ping) < 0 ||
+    if (ctx_create(&ctx) < 0 || cx_chan_create(ctx, &co, &ping) < 0 ||
         cx_chan_create(ctx, &co, &pong) < 0 || cx_chan_source(ping, F, &src) < 0)
         die("source setup");
     struct cx_chan_sink_opts so = {.format = F};
@@ -436,7 +446,9 @@ int main(int argc, char **argv)
         if (lst.shm_sinks + lst.net_sinks == 0) usleep(10000);
     }
     if (lst.shm_sinks + lst.net_sinks == 0) die("no link to the sink process after 5 s");
-    g_link = lst.shm_sinks ? "shm" : "tcp";
+    const char *mine = cx_chan_ctx_addr(ctx); /* the network link: the scheme both sides listen on */
+    snprintf(g_link_buf, sizeof g_link_buf, "%.*s", (int)strcspn(mine, ":"), mine);
+    g_link = lst.shm_sinks ? "shm" : g_link_buf;
     fprintf(stderr, "layer_chan: events to the sink process go over %s\n", g_link);
     uint8_t *buf = calloc(1, 1 << 20);
     static const size_t LQ[] = {8, 1024, 65536}, LF[] = {8, 64, 512, 4096, 32768, 262144, 1048576};

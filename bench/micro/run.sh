@@ -216,14 +216,22 @@ else
   say "dpdk: not measured (DPDK not installed)"
 fi
 
-# the event-channel layer, on each link its runtime has between two processes of one host:
-# shm (what it picks by itself) and tcp (CONFLUX_CHAN_SHM=0); each row names the link it used
-for shm in 1 0; do
+# the event-channel layer on each link its runtime can join two processes of one host over:
+# shm (what it picks by itself), tcp (CONFLUX_CHAN_SHM=0), and ucx and tls when both runtimes
+# listen there (LAYER_CHAN_LISTEN); each row names the link its stats report
+for link in shm tcp ucx tls; do
   part chan && [ -x "$B/layer_chan" ] || break
-  cmd="CONFLUX_CHAN_SHM=$shm bench/micro/build/layer_chan $mode $REPS $HOT_PEERS"
+  case $link in
+    shm) env="CONFLUX_CHAN_SHM=1" ;;
+    tcp) env="CONFLUX_CHAN_SHM=0" ;;
+    ucx) env="CONFLUX_CHAN_SHM=0 LAYER_CHAN_LISTEN=ucx://127.0.0.1:0 UCX_TLS=$UTLS" ;;
+    tls) [ -n "${CONFLUX_TLS_CA:-}" ] || { say "channel over tls: not measured (no certificates)"; continue; }
+         env="CONFLUX_CHAN_SHM=0 LAYER_CHAN_LISTEN=tls://127.0.0.1:0" ;;
+  esac
+  cmd="$env bench/micro/build/layer_chan $mode $REPS $HOT_PEERS"
   say "$cmd"
-  CONFLUX_CHAN_SHM=$shm timeout "$TMO" "$B/layer_chan" "$mode" "$REPS" "$HOT_PEERS" 2>"$tmp/err" | tag "$cmd" ||
-    { say "layer_chan failed: $(tail -2 "$tmp/err")"; status=1; }
+  env $env timeout "$TMO" "$B/layer_chan" "$mode" "$REPS" "$HOT_PEERS" 2>"$tmp/err" | tag "$cmd" ||
+    { say "layer_chan ($link) failed: $(tail -2 "$tmp/err")"; status=1; }
 done
 # its peer with the same tests: ZeroMQ (PUB/SUB + PUSH/PULL, as bench/channel uses it)
 if part chan && [ -x "$B/peer_zmq" ]; then

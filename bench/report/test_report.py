@@ -93,7 +93,9 @@ def test_every_empty_cell_has_its_reason(tmp_path):
                and " cells (" in l) == empty
     # the channel layer runs on shm as well as tcp (its runtime's two links between processes)
     chan_lat = next(l for l in table if l.startswith("| channel | lat |"))
-    assert chan_lat.split("|")[3].strip().startswith("✓"), chan_lat
+    cells = [c.strip() for c in chan_lat.split("|")[3:9]]  # shm tcp ucx dpdk af_packet tls
+    assert all(cells[i].startswith("✓") for i in (0, 1, 2, 5)), chan_lat
+    assert "openmpi" in cells[0] and "openmpi" in cells[2], "MPI over the same link is the channel's peer"
     # a measured cell without a peer says why too (the dpdk hot-spots: memif and af_packet)
     assert "Measured cells without a peer:" in cover
     assert "dpdk, af_packet: hotspot_lat, hotspot_bw" in cover
