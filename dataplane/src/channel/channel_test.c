@@ -1193,6 +1193,57 @@ CX_TEST(same_host_processes_use_shm_and_tcp_only_opts_out)
     cleanup_all();
 }
 
+/* The runtime links over the driver of the address it listens on: two runtimes told to
+ * listen on ucx:// (shm off) carry a reliable stream over ucx, which cx_chan_ctx_link names. */
+CX_TEST(runtimes_listening_on_ucx_link_over_ucx)
+{
+#ifndef CX_HAVE_UCX
+    CX_SKIP("UCX not built in (pkg-config ucx not found: install libucx-dev)");
+#else
+    setenv("UCX_NET_DEVICES", "lo", 0);
+    setenv("UCX_TLS", "tcp,posix,sysv,self", 0); /* as the ucx driver's tests: loopback only */
+    const long N = 2000;
+    const struct cx_format *f2 = reg(rd2_d);
+    struct cx_chan_ctx *a = NULL, *b = NULL;
+    struct cx_chan *ch = NULL, *ch2 = NULL;
+    struct cx_chan_source *s;
+    struct cx_chan_sink *k;
+    struct rec got;
+    rec_init(&got, REC_RD2);
+    struct cx_chan_ctx_opts o = {.listen = "ucx://127.0.0.1:0", .tcp_only = 1};
+    int ok = cx_chan_ctx_create(&o, &a) == 0 && cx_chan_ctx_create(&o, &b) == 0 &&
+             cx_chan_create(a, &(struct cx_chan_opts){.format = f2, .mode = CX_CHAN_RELIABLE}, &ch) == 0 &&
+             cx_chan_source(ch, f2, &s) == 0 && cx_chan_open(b, cx_chan_id(ch), 5000, &ch2) == 0 &&
+             cx_chan_sink(ch2, &(struct cx_chan_sink_opts){.format = f2}, on_rec, &got, &k) == 0 &&
+             cx_chan_wait_members(ch, 1, 1, 5000) == 0;
+    if (!ok)
+        fprintf(stderr, "  set-up: %s\n", cx_errmsg());
+    for (long i = 1; ok && i <= N; i++) {
+        struct rd2 e;
+        rd2_make(&e, i);
+        ok = cx_chan_submit_wait(s, &e, 5000) == 0;
+    }
+    ok = ok && rec_wait(&got, N, 10000) == N;
+    char link[16] = "";
+    int rl = ok ? cx_chan_ctx_link(a, cx_chan_ctx_addr(b), link, sizeof link) : -1;
+    struct cx_chan_stats st = {0};
+    if (ch)
+        cx_chan_stats(ch, &st);
+    fprintf(stderr, "  %s -> %s: link %s, %ld events\n", a ? cx_chan_ctx_addr(a) : "?",
+            b ? cx_chan_ctx_addr(b) : "?", link, (long)got.n);
+    if (ch2)
+        cx_chan_close(ch2);
+    if (ch)
+        cx_chan_close(ch);
+    cx_chan_ctx_destroy(b);
+    cx_chan_ctx_destroy(a);
+    CK(ok);
+    CK(rl == 0 && strcmp(link, "ucx") == 0);
+    CK(st.net_sinks == 1 && st.shm_sinks == 0 && st.sent_shm == 0);
+    CK(got.bad == 0 && got.gaps == 0 && got.misorder == 0);
+#endif
+}
+
 CX_TEST(across_two_network_namespaces_over_veth)
 {
     const char *why = cx_netns_unavailable();
