@@ -386,14 +386,23 @@ long pi_write(int d, const void *b, size_t len, const struct cx_format *t)
     return (long)len;
 }
 
-int pi_close(int d)
+/* Takes writer d for pi_close or pi_abandon: its descriptor is reserved (no other call
+ * finds it any more) and *timeout is its space's. NULL with EBADF when d is no writer. */
+static struct pi_writer *writer_take(int d, int *timeout)
 {
     pthread_mutex_lock(&g_pi.mu);
     struct pi_writer *w = writer_get(d);
-    int timeout = w ? g_pi.spaces[w->space].opts.timeout_ms : 0;
+    *timeout = w ? g_pi.spaces[w->space].opts.timeout_ms : 0;
     if (w)
         g_pi.desc[d].kind = -1;
     pthread_mutex_unlock(&g_pi.mu);
+    return w;
+}
+
+int pi_close(int d)
+{
+    int timeout;
+    struct pi_writer *w = writer_take(d, &timeout);
     if (!w)
         return pi_fail(-EBADF);
     pthread_mutex_lock(&w->cork_mu); /* from here on every send leaves at once */
@@ -435,12 +444,8 @@ void pi_writer_direct_drop(struct pi_writer *w, struct pi_direct *dl) { direct_d
 
 int pi_abandon(int d)
 {
-    pthread_mutex_lock(&g_pi.mu);
-    struct pi_writer *w = writer_get(d);
-    int timeout = w ? g_pi.spaces[w->space].opts.timeout_ms : 0;
-    if (w)
-        g_pi.desc[d].kind = -1;
-    pthread_mutex_unlock(&g_pi.mu);
+    int timeout;
+    struct pi_writer *w = writer_take(d, &timeout);
     if (!w)
         return pi_fail(-EBADF);
     pthread_mutex_lock(&w->cork_mu); /* what waits in corked sockets leaves now */

@@ -119,6 +119,21 @@ static inline int run_cli(char *out, size_t cap, const char *fmt, ...)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Waits up to `seconds` for a child: its exit status (128 + signal when killed), or -1
+ * after killing it when it did not end in time. */
+static inline int wait_child(pid_t pid, int seconds)
+{
+    int st;
+    for (int i = 0; i < seconds * 100; i++) {
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
 /* Reads what is left on fd (after the process ended) into buf. */
 static inline size_t slurp(int fd, char *buf, size_t cap)
 {

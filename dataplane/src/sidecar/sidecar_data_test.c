@@ -194,19 +194,6 @@ static void app_reader(void)
     _exit(0);
 }
 
-static int wait_child(pid_t pid, int seconds)
-{
-    int st;
-    for (int i = 0; i < seconds * 100; i++) {
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        usleep(10000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
-    return -1;
-}
-
 /* A sample from a metrics text: the value of the first line starting with `prefix`. */
 static double metric(const char *text, const char *prefix)
 {

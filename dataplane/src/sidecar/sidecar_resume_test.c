@@ -92,19 +92,6 @@ static int64_t seg_check(const uint8_t *b, long len)
     return (int64_t)id;
 }
 
-static int wait_child(pid_t pid, int seconds)
-{
-    int st;
-    for (int i = 0; i < seconds * 100; i++) {
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        usleep(10000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
-    return -1;
-}
-
 /* What the space says of a pipe: 0 and *info, or a negative errno. */
 static int space_lookup(const char *name, struct cx_space_pipe_info *info)
 {

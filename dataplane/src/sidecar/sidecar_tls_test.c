@@ -87,19 +87,6 @@ static void seg_fill(uint8_t *b, int i)
         b[k] = (uint8_t)(i * 31 + k);
 }
 
-static int wait_child(pid_t pid, int seconds)
-{
-    int st;
-    for (int i = 0; i < seconds * 100; i++) {
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        usleep(10000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
-    return -1;
-}
-
 /* Reads pipe `name` from the space at addr, embedded: exit 0 when it holds exactly SEGS
  * segments of seg_fill and ends. */
 static void app_read(const char *addr, const char *name)
