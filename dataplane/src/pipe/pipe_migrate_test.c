@@ -66,17 +66,6 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static int space_lookup(const char *addr, const char *name, struct cx_space_pipe_info *info)
-{
-    struct cx_space_client *c;
-    int rc = cx_space_connect(addr, &c);
-    if (rc < 0)
-        return rc;
-    rc = cx_space_lookup(c, name, info);
-    cx_space_disconnect(c);
-    return rc;
-}
-
 /* An old reader's process after pi_migrate_out: it stays up (its address could still be
  * reached) until told to end, and records whether a writer connected to it again. */
 static void old_reader_linger(struct shared *sh, uint64_t pipe_id)

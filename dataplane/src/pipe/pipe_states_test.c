@@ -18,18 +18,6 @@
 #include "pipe/pipe_testutil.h"
 #include "space/cx_space_client.h"
 
-/* What the space says of a name: -ENOENT when unbound. */
-static int space_lookup(const char *addr, const char *name, struct cx_space_pipe_info *info)
-{
-    struct cx_space_client *c;
-    int rc = cx_space_connect(addr, &c);
-    if (rc < 0)
-        return rc;
-    rc = cx_space_lookup(c, name, info);
-    cx_space_disconnect(c);
-    return rc;
-}
-
 static uint8_t buf_for_tests[16];
 
 static double now_ms(void)

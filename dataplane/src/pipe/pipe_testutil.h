@@ -9,6 +9,7 @@
 #endif
 #include "common/cx_error.h"
 #include "pipe/cx_pipe.h"
+#include "space/cx_space_client.h"
 #include "space/cx_space_server.h"
 #include "space/space_testutil.h"
 
@@ -17,6 +18,19 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
+
+/* What the space at addr says of a name, over a connection of its own: 0 and *info, or
+ * -ENOENT when unbound (or the connection's error). */
+static inline int space_lookup(const char *addr, const char *name, struct cx_space_pipe_info *info)
+{
+    struct cx_space_client *c;
+    int rc = cx_space_connect(addr, &c);
+    if (rc < 0)
+        return rc;
+    rc = cx_space_lookup(c, name, info);
+    cx_space_disconnect(c);
+    return rc;
+}
 
 /* ---- the space server in a child process, restartable on the same port ------------ */
 
