@@ -84,6 +84,7 @@ struct chan_peer {
     struct cx_mux *mux;
     struct cx_link *link;     /* cx_mux_link(mux) */
     const char *kind;         /* the network driver under the mux: "shm", "tcp", ... */
+    int shm;                  /* kind is "shm" (counted per event: no string compare there) */
     char addr[CHAN_ADDR_MAX]; /* the remote process's address; "" until its HELLO */
     int engine_id;            /* -1 until the progress thread registered it */
     int failed;               /* negative errno once broken */

@@ -560,7 +560,7 @@ void cx_chan_stats(struct cx_chan *ch, struct cx_chan_stats *out)
     for (struct chan_dest *d = ch->dests; d; d = d->next) {
         out->queued += d->q.n;
         if (d->peer && !d->peer->failed) {
-            if (strcmp(d->peer->kind, "shm") == 0)
+            if (d->peer->shm)
                 out->shm_sinks++;
             else
                 out->net_sinks++;

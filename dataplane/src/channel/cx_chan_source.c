@@ -121,8 +121,7 @@ static void enqueue(struct chan_dest *d, struct chan_ref *r)
 static void count_sent(struct cx_chan *ch, const struct chan_peer *p, size_t len)
 {
     ch->st.sent++;
-    if (p->kind[0] == 's' && strcmp(p->kind, "shm") == 0)
-        ch->st.sent_shm++;
+    ch->st.sent_shm += (uint64_t)p->shm;
     ch->st.sent_bytes += CX_FRAME_HDR_SIZE + len;
 }
 
