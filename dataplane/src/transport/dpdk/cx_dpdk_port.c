@@ -9,10 +9,13 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
+#include <rte_mempool.h>
 
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +122,32 @@ static int find_port(const char *device, uint16_t *out)
     return cx_err_set(ENODEV, "dpdk: the EAL found no port (give a --vdev or a PCI device)");
 }
 
+/* A vdev's mbuf pool, packed: without hugepages (--no-huge), an IOVA-contiguous pool (what
+ * rte_pktmbuf_pool_create asks for) gives each 2.3 KB mbuf a 4 KiB page of its own, so the
+ * pool spans far more memory than populated x object size. net_af_xdp registers only that
+ * product as its UMEM, and the mbufs past it go silently unused by the kernel (the link
+ * stalls after some 150 MB). A vdev needs no physical contiguity: pack the objects. */
+static struct rte_mempool *packed_pool_create(const char *name, uint16_t room, int socket)
+{
+    struct rte_pktmbuf_pool_private priv = {.mbuf_data_room_size = room, .mbuf_priv_size = 0};
+    struct rte_mempool *mp =
+        rte_mempool_create_empty(name, NB_MBUFS, sizeof(struct rte_mbuf) + room, MBUF_CACHE,
+                                 sizeof priv, socket, RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+    if (!mp)
+        return NULL;
+    if (rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), NULL) != 0)
+        goto fail;
+    rte_pktmbuf_pool_init(mp, &priv);
+    if (rte_mempool_populate_default(mp) < 0)
+        goto fail;
+    rte_mempool_obj_iter(mp, rte_pktmbuf_init, NULL);
+    return mp;
+fail:
+    rte_mempool_free(mp);
+    rte_errno = ENOMEM;
+    return NULL;
+}
+
 static int port_start(struct cx_dpdk_port *p, unsigned mtu)
 {
     uint16_t pid = p->port_id;
@@ -145,10 +174,20 @@ static int port_start(struct cx_dpdk_port *p, unsigned mtu)
         room = m + CX_DPDK_ETH_LEN + 4 + RTE_PKTMBUF_HEADROOM;
     char name[32];
     snprintf(name, sizeof name, "cx_dpdk_%u", pid);
-    p->pool = rte_pktmbuf_pool_create(name, NB_MBUFS, MBUF_CACHE, 0, (uint16_t)room, socket);
+    char dev[RTE_ETH_NAME_MAX_LEN] = "";
+    rte_eth_dev_get_name_by_port(pid, dev);
+    bool vdev = strncmp(dev, "net_", 4) == 0;
+    p->pool = vdev ? packed_pool_create(name, (uint16_t)room, socket)
+                   : rte_pktmbuf_pool_create(name, NB_MBUFS, MBUF_CACHE, 0, (uint16_t)room, socket);
     if (!p->pool)
         return cx_err_set(ENOMEM, "dpdk: mbuf pool of %u x %u bytes: %s (raise -m)", NB_MBUFS,
                           room, rte_strerror(rte_errno));
+    /* net_af_xdp registers the pool's memory as the socket's UMEM from its first chunk, for
+     * populated x object size bytes: a pool in several chunks would put mbufs outside it,
+     * and the kernel would drop their fill-ring entries without a word. */
+    if (strncmp(dev, "net_af_xdp", 10) == 0 && p->pool->nb_mem_chunks != 1)
+        return cx_err_set(ENOMEM, "dpdk: port %s needs its mbuf pool in one chunk (it has %u): "
+                          "give the EAL more memory (-m)", dev, p->pool->nb_mem_chunks);
     if ((rc = rte_eth_rx_queue_setup(pid, 0, nrx, (unsigned)socket, NULL, p->pool)) < 0 ||
         (rc = rte_eth_tx_queue_setup(pid, 0, ntx, (unsigned)socket, NULL)) < 0)
         return cx_err_set(ENODEV, "dpdk: queue setup on port %u: %s", pid, rte_strerror(-rc));

@@ -20,6 +20,10 @@
 #ifdef CX_HAVE_DPDK
 #include "transport/dpdk/cx_dpdk.h"
 #include "transport/dpdk/dpdk_test_switch.h"
+#include "transport/dpdk/cx_dpdk_port.h"
+
+#include <rte_mempool.h>
+#include <unistd.h>
 #endif
 
 /* ---- the frame layout (no DPDK needed) ---- */
@@ -539,6 +543,27 @@ CX_TEST(dpdk_af_xdp_veth_between_namespaces)
     if (rc == PEER_NO_DPDK) CX_SKIP("net_af_xdp would not start (DPDK's reason above)");
     if (rc < 0) fprintf(stderr, "  %s\n", msg);
     CX_CHECK_EQ_INT(rc, 0);
+}
+
+/* net_af_xdp registers populated x object size bytes from the pool's first chunk as its UMEM:
+ * a vdev's pool must be one packed chunk of that size, or part of it lies outside the UMEM
+ * and the link goes silent after a while (seen with an IOVA-contiguous pool, one 4 KiB page
+ * an mbuf, without hugepages). Checked on the memif port, a vdev as af_xdp is. */
+CX_TEST(dpdk_vdev_mbuf_pool_lies_within_the_af_xdp_umem_span)
+{
+    const char *why = memif_ready();
+    if (why) CX_SKIP("%s", why);
+    struct cx_dpdk_port *p;
+    CX_CHECK_EQ_INT(cx_dpdk_port_get(&p), 0);
+    struct rte_mempool *mp = p->pool;
+    CX_CHECK_EQ_INT((int)mp->nb_mem_chunks, 1);
+    size_t obj = (size_t)mp->header_size + mp->elt_size + mp->trailer_size;
+    size_t span = (size_t)mp->populated_size * obj;
+    size_t len = STAILQ_FIRST(&mp->mem_list)->len;
+    fprintf(stderr, "  pool: %u objects of %zu bytes in %zu bytes (%zu as af_xdp's UMEM)\n",
+            mp->populated_size, obj, len, span);
+    CX_CHECK(len >= span);
+    CX_CHECK(len <= span + (size_t)sysconf(_SC_PAGESIZE) + obj);
 }
 
 /* ---- the roles ---- */
