@@ -142,7 +142,7 @@ CX_TEST(roll_retention_iterators)
     struct cx_segstore *s;
     struct cx_seg_pipe *p;
     struct cx_seg_pipe_opts o = {.roll_bytes = 8192, .max_segments = 200,
-                                 .fsync = CX_SEG_FSYNC_INTERVAL, .fsync_interval_ms = 5};
+                                 .fsync = CX_SEG_FSYNC_INTERVAL, .fsync_interval_ms = 200};
     CX_CHECK_EQ_INT(cx_segstore_open(dir, &s), 0);
     CX_CHECK_EQ_INT(cx_segstore_pipe_open(s, "ret", &o, 1, &p), 0);
     struct cx_seg_iter early;
@@ -177,7 +177,9 @@ CX_TEST(roll_retention_iterators)
     CX_CHECK(cx_segstore_iter_next(&mid, rbuf, sizeof rbuf, &info) >= 0);
     CX_CHECK_EQ_INT(info.seg_id, 977);
     CX_CHECK_EQ_INT(cx_segstore_iter_tell(&mid), 978);
-    usleep(10000);
+    /* an interval long enough that a loaded machine's preemption between the two calls
+     * cannot make the second one due too */
+    usleep(250000);
     CX_CHECK_EQ_INT(cx_segstore_sync_due(p), 1);
     CX_CHECK_EQ_INT(cx_segstore_sync_due(p), 0);
     cx_segstore_pipe_close(p);
