@@ -286,14 +286,16 @@ CX_TEST(udp_silent_peer_times_out)
     struct got g = {0};
     int rc = 0;
     double t0 = cx_conf_now();
-    while (rc >= 0 && cx_conf_now() - t0 < 4) {
+    while (rc >= 0 && cx_conf_now() - t0 < 8) {
         rc = cx_link_progress(a, on_got, &g, 16);
         usleep(2000);
     }
     double took = cx_conf_now() - t0;
     fprintf(stderr, "  silent peer detected after %.2f s: %s\n", took, cx_errmsg());
     CX_CHECK_EQ_INT(rc, -ECONNRESET);
-    CX_CHECK(took > 1.2 && took < 2.5); /* 0.25 s of silence, then 1 s of unanswered pings */
+    /* 0.25 s of silence, then 1 s of unanswered pings; the upper bound leaves a loaded
+     * machine room (the peer timeout is the point, not the scheduler) */
+    CX_CHECK(took > 1.2 && took < 6.0);
     CX_CHECK(strstr(cx_errmsg(), "pings unanswered") != NULL);
     /* an answering peer is not timed out: pings are answered by b's progress */
     cx_link_close(a);
