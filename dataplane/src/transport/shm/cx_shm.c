@@ -503,6 +503,10 @@ static int shm_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
     s->fn = fn;
     s->fn_arg = arg;
     int n = cx_spsc_ring_read(&s->rx, on_record, s, budget);
+    if (n < 0) { /* a header past the ring's end: the peer is broken or hostile */
+        s->failed = n;
+        return cx_err_wrap(n, "shm: corrupt record from peer");
+    }
     if (n > 0 && cx_spsc_ring_take_writer_idle(&s->rx))
         wake(s->peer_efd);
     work += n;
