@@ -736,6 +736,108 @@ CX_TEST(reliable_full_queue_pushes_back_on_the_source)
     cleanup_all();
 }
 
+/* ---- waiting threads are woken (they are counted: nobody waiting, no broadcast) ---- */
+
+/* A handler that holds its first event until the gate opens. */
+struct gated {
+    int gate;   /* atomic: 1 = open */
+    int inside; /* atomic: the handler holds an event */
+    long n;     /* atomic */
+};
+static void on_gated(void *arg, const struct cx_chan_event *ev)
+{
+    struct gated *g = arg;
+    (void)ev;
+    __atomic_store_n(&g->inside, 1, __ATOMIC_SEQ_CST);
+    while (!__atomic_load_n(&g->gate, __ATOMIC_SEQ_CST))
+        usleep(1000);
+    __atomic_add_fetch(&g->n, 1, __ATOMIC_SEQ_CST);
+}
+static void *open_gate_later(void *arg)
+{
+    usleep(50000); /* the other thread is (most likely) waiting by now; either way is fine */
+    __atomic_store_n((int *)arg, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+struct closer {
+    struct cx_chan_sink *k;
+    int done; /* atomic */
+};
+static void *close_sink(void *arg)
+{
+    struct closer *c = arg;
+    cx_chan_sink_close(c->k); /* waits for the handler running on the progress thread */
+    __atomic_store_n(&c->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+static int wait_flag(int *flag, int timeout_ms)
+{
+    for (int i = 0; i < timeout_ms && !__atomic_load_n(flag, __ATOMIC_SEQ_CST); i++)
+        usleep(1000);
+    return __atomic_load_n(flag, __ATOMIC_SEQ_CST);
+}
+
+/* A reliable source blocked on a full local sink queue is woken when the dispatcher makes
+ * room, and a thread closing a sink whose handler runs (remote event, received on the
+ * other runtime's progress thread) is woken when the handler returns. A lost wake-up would
+ * leave the submit to time out after 10 s and the close to hang. */
+CX_TEST(threads_waiting_for_room_or_a_busy_handler_are_woken)
+{
+    const struct cx_format *f2 = reg(rd2_d);
+    CK(f2 && cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &test_ctx) == 0);
+    struct cx_chan *ch;
+    struct cx_chan_source *s;
+    struct cx_chan_sink *k;
+    struct gated g = {0};
+    CK(cx_chan_create(test_ctx, &(struct cx_chan_opts){.format = f2, .mode = CX_CHAN_RELIABLE,
+                                                       .queue_limit = 4}, &ch) == 0);
+    CK(cx_chan_sink(ch, &(struct cx_chan_sink_opts){.format = f2}, on_gated, &g, &k) == 0);
+    CK(cx_chan_source(ch, f2, &s) == 0);
+    struct rd2 e;
+    long i = 1;
+    int rc;
+    for (;; i++) { /* the handler holds event 1: the queue fills behind it */
+        rd2_make(&e, i);
+        if ((rc = cx_chan_submit(s, &e)) < 0)
+            break;
+    }
+    CK(rc == -EAGAIN && i <= 6);
+    pthread_t t;
+    CK(pthread_create(&t, NULL, open_gate_later, &g.gate) == 0);
+    CK(cx_chan_submit_wait(s, &e, 10000) == 0); /* woken when the dispatcher drains */
+    pthread_join(t, NULL);
+    for (int w = 0; w < 10000 && __atomic_load_n(&g.n, __ATOMIC_SEQ_CST) < i; w++)
+        usleep(1000);
+    CK(__atomic_load_n(&g.n, __ATOMIC_SEQ_CST) == i);
+    cx_chan_sink_close(k);
+
+    /* a remote sink in a second runtime, closed while its handler holds an event */
+    struct cx_chan_ctx *b = NULL;
+    struct cx_chan *chb;
+    struct gated gb = {0};
+    struct closer c = {0};
+    int ok = cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &b) == 0 &&
+             cx_chan_open(b, cx_chan_id(ch), 3000, &chb) == 0 &&
+             cx_chan_sink(chb, &(struct cx_chan_sink_opts){.format = f2}, on_gated, &gb, &c.k) == 0 &&
+             cx_chan_wait_members(ch, 1, 1, 3000) == 0;
+    rd2_make(&e, ++i);
+    ok = ok && cx_chan_submit_wait(s, &e, 3000) == 0 && wait_flag(&gb.inside, 10000);
+    pthread_t tc, tg;
+    int started = ok && pthread_create(&tc, NULL, close_sink, &c) == 0;
+    ok = started && pthread_create(&tg, NULL, open_gate_later, &gb.gate) == 0;
+    int closed = ok && wait_flag(&c.done, 10000);
+    if (!ok) /* let a waiting close go on before the runtime goes */
+        __atomic_store_n(&gb.gate, 1, __ATOMIC_SEQ_CST);
+    if (ok)
+        pthread_join(tg, NULL);
+    if (started && closed)
+        pthread_join(tc, NULL);
+    CK(ok && closed && __atomic_load_n(&gb.n, __ATOMIC_SEQ_CST) == 1);
+    cx_chan_ctx_destroy(b);
+    cx_chan_close(ch);
+    cleanup_all();
+}
+
 /* ---- membership: a sink killed mid-stream ---- */
 
 struct killer {

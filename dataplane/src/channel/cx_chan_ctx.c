@@ -51,7 +51,9 @@ int cx_chan_ctx_drive(struct cx_chan_ctx *ctx, long timeout_us)
 int chan_wait(struct cx_chan_ctx *ctx, long long deadline_ms)
 {
     if (deadline_ms < 0) {
+        ctx->waiters++; /* counted under the lock: chan_wake_waiters cannot miss us */
         pthread_cond_wait(&ctx->cv, &ctx->lock);
+        ctx->waiters--;
         return 0;
     }
     long long now = chan_now_ms();
@@ -62,7 +64,9 @@ int chan_wait(struct cx_chan_ctx *ctx, long long deadline_ms)
     long long ns = ts.tv_nsec + (deadline_ms - now) * 1000000LL;
     ts.tv_sec += ns / 1000000000LL;
     ts.tv_nsec = ns % 1000000000LL;
+    ctx->waiters++;
     pthread_cond_timedwait(&ctx->cv, &ctx->lock, &ts);
+    ctx->waiters--;
     return 0;
 }
 

@@ -162,6 +162,7 @@ struct chan_req {
 struct cx_chan_ctx {
     pthread_mutex_t lock;
     pthread_cond_t cv;         /* replies, room in queues, idle handlers, flushes */
+    int waiters;               /* threads in chan_wait (ctx lock) */
     struct cx_engine *eng;
     struct chan_lsn lsn;       /* the listener of the advertised address */
     struct chan_lsn shm;       /* the shm rendezvous (ops NULL: none) */
@@ -207,6 +208,13 @@ int chan_on_progress_thread(struct cx_chan_ctx *ctx);
 long long chan_now_ms(void);
 /* Waits on ctx->cv (ctx lock held) until deadline_ms (-1 = forever). 0, or -ETIMEDOUT. */
 int chan_wait(struct cx_chan_ctx *ctx, long long deadline_ms);
+/* Broadcasts ctx->cv if a thread waits on it (ctx lock held): the per-event paths call
+ * this, and most events find nobody waiting. */
+static inline void chan_wake_waiters(struct cx_chan_ctx *ctx)
+{
+    if (ctx->waiters)
+        pthread_cond_broadcast(&ctx->cv);
+}
 /* Sends a request's message to addr (connecting if needed) and waits for its reply.
  * Called without ctx lock. */
 int chan_request(struct cx_chan_ctx *ctx, const char *addr, struct chan_ctrl *m,

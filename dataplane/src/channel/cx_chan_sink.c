@@ -143,14 +143,15 @@ void chan_ep_recv(void *arg, const struct cx_frame_hdr *h, const void *payload, 
             g[n++].k = k;
         }
     pthread_mutex_unlock(&ctx->lock);
-    char err[CHAN_ERR_MAX] = "";
+    char err[CHAN_ERR_MAX]; /* written and read only when a handler fails */
+    err[0] = '\0';
     for (size_t i = 0; i < n; i++) /* the link's receive buffer: decode may patch it in place */
         g[i].rc = run_handler(g[i].k, h->format, (void *)payload, len, NULL, h->seq, p->addr,
                               err, sizeof err);
     pthread_mutex_lock(&ctx->lock);
     for (size_t i = 0; i < n; i++)
         sink_done(g[i].k, g[i].rc < 0 ? g[i].rc : 0, err);
-    pthread_cond_broadcast(&ctx->cv);
+    chan_wake_waiters(ctx); /* a closer waiting for busy, a reliable source for room */
     pthread_mutex_unlock(&ctx->lock);
     if (g != small)
         free(g);
@@ -193,7 +194,7 @@ int chan_dispatch_local(struct cx_chan_ctx *ctx, int budget)
             sink_done(b[i].k, b[i].rc < 0 ? b[i].rc : 0, b[i].err);
             chan_ref_put(b[i].r);
         }
-        pthread_cond_broadcast(&ctx->cv); /* room for reliable sources */
+        chan_wake_waiters(ctx); /* room for reliable sources, a closer waiting for busy */
         work += m;
     }
     pthread_mutex_unlock(&ctx->lock);

@@ -163,7 +163,7 @@ int chan_drain_peer(struct chan_peer *p)
             }
     }
     if (work)
-        pthread_cond_broadcast(&ctx->cv); /* room for reliable sources */
+        chan_wake_waiters(ctx); /* room for reliable sources */
     return work;
 }
 
@@ -293,10 +293,19 @@ static struct chan_dest *full_dest(struct sub *u, const char *pass)
     return NULL;
 }
 
-static int submit(struct cx_chan_source *s, const void *event, struct sub *u, int timeout_ms)
+static int submit(struct cx_chan_source *s, const void *event, void *owned,
+                  void (*release)(void *, void *), void *rarg, int timeout_ms)
 {
     struct cx_chan *ch = s->ch;
     struct cx_chan_ctx *ctx = ch->ctx;
+    /* Not an initializer: that would zero the 1.6 KB of u.enc, which cx_encode fills. */
+    struct sub sub, *u = &sub;
+    u->s = s;
+    u->owned = owned;
+    u->release = release;
+    u->rarg = rarg;
+    u->ref = NULL;
+    u->seq = 0;
     int rc = cx_encode(s->fmt, event, &u->enc);
     if (rc < 0) {
         if (u->owned && u->release)
@@ -371,8 +380,7 @@ static int submit(struct cx_chan_source *s, const void *event, struct sub *u, in
 
 int cx_chan_submit_wait(struct cx_chan_source *s, const void *event, int timeout_ms)
 {
-    struct sub u = {.s = s};
-    return submit(s, event, &u, timeout_ms);
+    return submit(s, event, NULL, NULL, NULL, timeout_ms);
 }
 
 int cx_chan_submit(struct cx_chan_source *s, const void *event)
@@ -383,6 +391,5 @@ int cx_chan_submit(struct cx_chan_source *s, const void *event)
 int cx_chan_submit_owned(struct cx_chan_source *s, void *event,
                          void (*release)(void *arg, void *event), void *arg, int timeout_ms)
 {
-    struct sub u = {.s = s, .owned = event, .release = release, .rarg = arg};
-    return submit(s, event, &u, timeout_ms);
+    return submit(s, event, event, release, arg, timeout_ms);
 }

@@ -7,6 +7,7 @@
 #include "format/cx_format_registry.h"
 #include "format/cx_plan.h"
 
+#include <pthread.h>
 #include <stddef.h>
 
 static _Alignas(8) uint8_t img[1024];
@@ -287,6 +288,115 @@ CX_TEST(numeric_conversions)
     CX_CHECK(r->i == -100.0);
     CX_CHECK_EQ_INT(r->u, 0xff);
     CX_CHECK_EQ_INT(r->b, 1);
+}
+
+/* ---- the plan caches: many pairs, several threads ---- */
+
+#define NVAR 40 /* pairs: more than a thread's cache has slots, so slots collide */
+static const struct cx_format *var_w[NVAR], *var_l;
+struct pt2 { double x; int64_t id; }; /* the local format: fields in another order */
+
+/* Wire variant i: id int32 or int64, x float or double, then a pad of 1..10 bytes (so
+ * every variant has its own token and a conversion of its own). */
+static const struct cx_format *variant(int i, size_t *id_off, size_t *x_off)
+{
+    char js[256];
+    int id32 = i & 1, xf = (i & 2) != 0;
+    snprintf(js, sizeof js,
+             "{\"name\":\"pt2\",\"fields\":[{\"name\":\"id\",\"type\":\"%s\"},"
+             "{\"name\":\"x\",\"type\":\"%s\"},{\"name\":\"pad\",\"type\":\"uint8[%d]\"}]}",
+             id32 ? "int32" : "int64", xf ? "float" : "double", i / 4 + 1);
+    *id_off = 0;
+    *x_off = id32 && xf ? 4 : 8; /* natural alignment */
+    return reg_json(js, NULL);
+}
+
+/* One event of variant i in img: side area (no slots), then the fixed part. */
+static size_t variant_event(int i, uint8_t *buf, int64_t id, double x)
+{
+    size_t io, xo;
+    const struct cx_format *w = variant(i, &io, &xo); /* registered: the same format */
+    size_t size = cx_format_size(w);
+    memset(buf, 0, 8 + size);
+    le(buf, 8, 4);
+    uint8_t *fx = buf + 8;
+    if (i & 1) {
+        int32_t v = (int32_t)id;
+        memcpy(fx + io, &v, 4);
+    } else {
+        memcpy(fx + io, &id, 8);
+    }
+    if (i & 2) {
+        float f = (float)x;
+        memcpy(fx + xo, &f, 4);
+    } else {
+        memcpy(fx + xo, &x, 8);
+    }
+    return 8 + size;
+}
+
+struct worker {
+    int t, bad, rounds;
+};
+
+static void *decode_all(void *arg)
+{
+    struct worker *w = arg;
+    _Alignas(8) uint8_t ev[64], res[64];
+    for (int r = 0; r < w->rounds; r++)
+        for (int k = 0; k < NVAR; k++) {
+            int i = (k * 7 + w->t * 3 + r) % NVAR; /* each thread its own order */
+            int64_t id = 1000 * i + 7 * w->t + r;
+            size_t n = variant_event(i, ev, id, i + 0.5);
+            void *out;
+            if (cx_decode(var_l, cx_format_token(var_w[i]), ev, n, res, sizeof res, &out) < 0 ||
+                ((struct pt2 *)out)->id != id || ((struct pt2 *)out)->x != i + 0.5) {
+                if (!w->bad++)
+                    fprintf(stderr, "  variant %d: %s\n", i, cx_errmsg());
+            }
+        }
+    return NULL;
+}
+
+/* Every thread looks plans up in its own small cache before the shared one: with 40
+ * (wire, local) pairs decoded in different orders by four threads at once (slots collide
+ * and are replaced all the time), every event still converts with its own plan, each
+ * plan is built once, and a pair that cannot convert is refused every time (never cached). */
+CX_TEST(plan_caches_many_pairs_many_threads)
+{
+    size_t io, xo;
+    for (int i = 0; i < NVAR; i++)
+        CX_CHECK((var_w[i] = variant(i, &io, &xo)) != NULL);
+    var_l = reg_json("{\"name\":\"pt2\",\"fields\":[{\"name\":\"x\",\"type\":\"double\"},"
+                     "{\"name\":\"id\",\"type\":\"int64\"}]}", NULL);
+    CX_CHECK(var_l != NULL);
+    size_t before = cx_plan_cache_count();
+    struct worker w[4];
+    pthread_t th[4];
+    for (int t = 0; t < 4; t++) {
+        w[t] = (struct worker){t, 0, 50};
+        CX_CHECK_EQ_INT(pthread_create(&th[t], NULL, decode_all, &w[t]), 0);
+    }
+    for (int t = 0; t < 4; t++) {
+        pthread_join(th[t], NULL);
+        CX_CHECK_EQ_INT(w[t].bad, 0);
+    }
+    CX_CHECK_EQ_INT((int)(cx_plan_cache_count() - before), NVAR);
+    struct worker self = {9, 0, 3}; /* this thread too, after the others filled the cache */
+    decode_all(&self);
+    CX_CHECK_EQ_INT(self.bad, 0);
+    const struct cx_format *str = reg_json(
+        "{\"name\":\"pt2\",\"fields\":[{\"name\":\"id\",\"type\":\"string\"}]}", NULL);
+    CX_CHECK(str != NULL);
+    _Alignas(8) uint8_t ev[64], res[64];
+    size_t n = variant_event(0, ev, 1, 1.5);
+    void *out;
+    for (int k = 0; k < 2; k++) {
+        CX_CHECK_EQ_INT(cx_decode(str, cx_format_token(var_w[0]), ev, n, res, sizeof res, &out),
+                        -EPROTO);
+        CX_CHECK(strstr(cx_errmsg(), "field 'id'") != NULL);
+    }
+    CX_CHECK_EQ_INT((int)(cx_plan_cache_count() - before), NVAR);
 }
 
 CX_TEST_MAIN()

@@ -1,7 +1,7 @@
 /* Conversion plans (internal to the format module): how to turn the fixed part of a wire
  * struct into a local struct, compiled to a flat op list, plus one op per local pointer
  * slot. Built by cx__plan_get at the first sight of a (wire, local) pair and cached for the
- * process's lifetime. */
+ * process's lifetime (shared cache, and a small per-thread cache in front of it). */
 #ifndef CX_PLAN_H
 #define CX_PLAN_H
 
@@ -51,7 +51,11 @@ struct cx__plan {
 };
 
 /* The cached plan for (wire, local), building it on first use. Returns 0 and *plan, or a
- * negative errno with a message (-EPROTO for kinds that cannot convert). */
+ * negative errno with a message (-EPROTO for kinds that cannot convert). Looks in the
+ * calling thread's small cache first (no lock), then in the shared cache (read lock).
+ * Plans are never freed: each thread's cache holds bare pointers to them, so code that
+ * ever frees plans must first invalidate every thread's cache (a generation counter the
+ * lookups compare). */
 int cx__plan_get(const struct cx_format *wire, const struct cx_format *local,
                  const struct cx__plan **plan);
 

@@ -37,6 +37,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -44,6 +45,10 @@
 #define REC_CHUNK 3u
 #define SHM_MAGIC 0x43585348u /* "CXSH" */
 #define DEFAULT_RING (8u << 20)
+#define MAX_RING (1u << 30) /* a peer's hello asking for more is refused */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL */
+#endif
 
 struct shm_link {
     struct cx_link base;
@@ -76,7 +81,7 @@ static uint64_t ring_size(void)
     const char *e = getenv("CX_SHM_RING_BYTES");
     uint64_t n = e ? strtoull(e, NULL, 0) : DEFAULT_RING;
     uint64_t p = 4096;
-    while (p < n) p <<= 1;
+    while (p < n && p < MAX_RING) p <<= 1;
     return p;
 }
 
@@ -150,6 +155,34 @@ struct hello {
     uint64_t ring;
 };
 
+/* Maps the region (len bytes of memfd, checked: a peer may pass a shorter one) with every
+ * page resident and writable, so no store of the rings' first lap faults. MAP_POPULATE
+ * populates a shared mapping by read faults: a memfd's pages come out writable on the
+ * kernels measured (bench/channel/README.md), but write-protect or soft-dirty tracking
+ * leaves them read-only; MADV_POPULATE_WRITE (Linux 5.14) populates them as the writers
+ * use them. Kernels without it (EINVAL) get MAP_POPULATE. */
+static int map_region(int memfd, size_t len, void **out)
+{
+    struct stat st;
+    if (fstat(memfd, &st) < 0)
+        return cx_err_set(errno, "shm: fstat of the region: %s", strerror(errno));
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < len)
+        return cx_err_set(EPROTO, "shm: region of %lld bytes, the rings need %zu",
+                          (long long)st.st_size, len);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    if (p != MAP_FAILED && madvise(p, len, MADV_POPULATE_WRITE) != 0) {
+        int e = errno;
+        munmap(p, len);
+        if (e != EINVAL)
+            return cx_err_set(e, "shm: making the %zu-byte region resident: %s", len, strerror(e));
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
+    }
+    if (p == MAP_FAILED)
+        return cx_err_set(errno, "shm: mmap of %zu bytes: %s", len, strerror(errno));
+    *out = p;
+    return 0;
+}
+
 /* Maps the region and builds the link. side 0 = creator (the connector; tx ring 0), 1 = the
  * listener's side. */
 static int shm_make(int sock, int memfd, int my_efd, int peer_efd, uint64_t ring, int side,
@@ -161,10 +194,13 @@ static int shm_make(int sock, int memfd, int my_efd, int peer_efd, uint64_t ring
         rc = cx_err_set(ENOMEM, "shm: out of memory");
         goto error;
     }
+    if (ring < 4096 || ring > MAX_RING || (ring & (ring - 1))) {
+        rc = cx_err_set(EPROTO, "shm: ring of %llu bytes (a power of two, 4 KiB to 1 GiB)",
+                        (unsigned long long)ring);
+        goto error;
+    }
     s->maplen = 2 * CX_RING_CTL_SIZE + 2 * ring;
-    s->map = mmap(NULL, s->maplen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
-    if (s->map == MAP_FAILED) {
-        rc = cx_err_set(errno, "shm: mmap of %zu bytes: %s", s->maplen, strerror(errno));
+    if ((rc = map_region(memfd, s->maplen, &s->map)) < 0) {
         s->map = NULL;
         goto error;
     }
@@ -467,6 +503,10 @@ static int shm_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
     s->fn = fn;
     s->fn_arg = arg;
     int n = cx_spsc_ring_read(&s->rx, on_record, s, budget);
+    if (n < 0) { /* a header past the ring's end: the peer is broken or hostile */
+        s->failed = n;
+        return cx_err_wrap(n, "shm: corrupt record from peer");
+    }
     if (n > 0 && cx_spsc_ring_take_writer_idle(&s->rx))
         wake(s->peer_efd);
     work += n;

@@ -31,10 +31,10 @@ int cx_spsc_ring_attach(struct cx_spsc_ring *r, struct cx_ring_ctl *ctl, uint8_t
     return 0;
 }
 
-static void put_hdr(uint8_t *p, uint32_t len, uint32_t type)
+static inline uint64_t hdr_word(uint32_t len, uint32_t type) { return (uint64_t)type << 32 | len; }
+static inline uint64_t *word_at(const struct cx_spsc_ring *r, uint64_t off)
 {
-    memcpy(p, &len, 4);
-    memcpy(p + 4, &type, 4);
+    return (uint64_t *)(void *)(r->data + off);
 }
 
 void *cx_spsc_ring_try_claim(struct cx_spsc_ring *r, uint32_t type, size_t len)
@@ -44,24 +44,35 @@ void *cx_spsc_ring_try_claim(struct cx_spsc_ring *r, uint32_t type, size_t len)
     uint64_t tail = r->ctl->tail; /* only we write it */
     uint64_t rec = ALIGN8(CX_RING_REC_HDR + len);
     uint64_t pos = tail & r->mask, to_end = r->cap - pos;
-    uint64_t need = rec > to_end ? to_end + rec : rec;
+    /* the record, a padding record before it if it does not fit before the end, and the
+     * zeroed header word after it */
+    uint64_t need = (rec > to_end ? to_end + rec : rec) + CX_RING_REC_HDR;
     if (need > r->cap - (tail - r->head_cache)) {
         r->head_cache = LOAD_ACQ(&r->ctl->head);
         if (need > r->cap - (tail - r->head_cache))
             return NULL;
     }
+    r->pad_pos = r->cap;
     if (rec > to_end) { /* pad to the end, record starts at 0 */
-        put_hdr(r->data + pos, (uint32_t)(to_end - CX_RING_REC_HDR), CX_RING_PAD);
+        r->pad_pos = pos;
+        r->pad_hdr = hdr_word((uint32_t)(to_end - CX_RING_REC_HDR), CX_RING_PAD);
         pos = 0;
     }
-    put_hdr(r->data + pos, (uint32_t)len, type);
     r->claim_pos = pos;
-    r->claim_adv = need;
+    r->claim_hdr = hdr_word((uint32_t)len, type);
+    r->claim_next = (pos + rec) & r->mask;
+    r->claim_adv = need - CX_RING_REC_HDR;
     return r->data + pos + CX_RING_REC_HDR;
 }
 
 void cx_spsc_ring_commit(struct cx_spsc_ring *r)
 {
+    /* The consumer reads the word after this record next: zero it (before the release
+     * below) so it cannot see a header of an earlier lap there. */
+    __atomic_store_n(word_at(r, r->claim_next), 0, __ATOMIC_RELAXED);
+    STORE_REL(word_at(r, r->claim_pos), r->claim_hdr);
+    if (r->pad_pos != r->cap) /* the consumer reaches the record through the padding */
+        STORE_REL(word_at(r, r->pad_pos), r->pad_hdr);
     STORE_REL(&r->ctl->tail, r->ctl->tail + r->claim_adv);
     r->claim_adv = 0;
 }
@@ -78,18 +89,24 @@ int cx_spsc_ring_take_reader_idle(struct cx_spsc_ring *r)
 
 int cx_spsc_ring_read(struct cx_spsc_ring *r, cx_ring_handler handler, void *clientd, int limit)
 {
-    uint64_t head = r->ctl->head, tail = LOAD_ACQ(&r->ctl->tail);
+    uint64_t head = r->ctl->head; /* only we write it */
     int n = 0;
-    while (head < tail && n < limit) {
-        uint8_t *p = r->data + (head & r->mask);
-        uint32_t len, type;
-        memcpy(&len, p, 4);
-        memcpy(&type, p + 4, 4);
+    while (n < limit) {
+        uint64_t pos = head & r->mask;
+        uint64_t h = LOAD_ACQ(word_at(r, pos));
+        if (!h) /* not published yet (a published header has a type >= 1) */
+            break;
+        uint32_t len = (uint32_t)h, type = (uint32_t)(h >> 32);
+        uint64_t rec = ALIGN8(CX_RING_REC_HDR + (uint64_t)len);
+        if (rec > r->cap - pos)
+            return cx_err_set(EPROTO, "ring: record of %u bytes at offset %llu runs past the "
+                              "end of the %llu-byte ring", len, (unsigned long long)pos,
+                              (unsigned long long)r->cap);
         if (type != CX_RING_PAD) {
-            handler(clientd, type, p + CX_RING_REC_HDR, len);
+            handler(clientd, type, r->data + pos + CX_RING_REC_HDR, len);
             n++;
         }
-        head += ALIGN8(CX_RING_REC_HDR + (uint64_t)len);
+        head += rec;
         STORE_REL(&r->ctl->head, head);
     }
     return n;
@@ -123,7 +140,8 @@ int cx_spsc_ring_writer_arm(struct cx_spsc_ring *r, size_t len)
 {
     __atomic_store_n(&r->ctl->writer_idle, 1, __ATOMIC_SEQ_CST);
     atomic_thread_fence(memory_order_seq_cst);
-    uint64_t need = 2 * ALIGN8(CX_RING_REC_HDR + len); /* worst case with padding */
+    /* worst case with padding (at most rec - 8) and the zeroed word after it: 2 x rec */
+    uint64_t need = 2 * ALIGN8(CX_RING_REC_HDR + len);
     uint64_t used = r->ctl->tail - __atomic_load_n(&r->ctl->head, __ATOMIC_SEQ_CST);
     if (r->cap - used >= need) {
         __atomic_store_n(&r->ctl->writer_idle, 0, __ATOMIC_SEQ_CST);

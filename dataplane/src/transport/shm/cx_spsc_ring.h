@@ -5,8 +5,17 @@
  * a record never wraps (a padding record fills the end of the buffer instead).
  *
  * Memory layout (shared by both processes): one struct cx_ring_ctl (a page) and the data
- * area of `capacity` bytes (a power of two, at least 4 KiB). Records are
- * { u32 length, u32 type, body[length] } aligned to 8 bytes.
+ * area of `capacity` bytes (a power of two, at least 4 KiB), all zero when the ring is
+ * initialised (a fresh memfd is). Records are { u64 header, body[length] } aligned to 8
+ * bytes, the header being type << 32 | length in the host's order (both ends share it).
+ *
+ * Publication: the producer writes the body, stores zero in the header word that follows
+ * the record (so the slot the consumer reads next is never stale from an earlier lap),
+ * then stores the header with release order, and only then advances tail. The consumer
+ * polls the header word at its head (acquire) and never reads tail on that path, so a
+ * small record costs the consumer the record's own cache lines only. A header that is not
+ * zero but claims a record past the ring's end is corruption (-EPROTO). One 8-byte word
+ * stays free after the newest record (the zero), so the usable room is capacity - 8.
  *
  * The ring also carries two idle flags for the wake-up protocol of the shm driver: the
  * consumer sets reader_idle before blocking and the producer wakes it after a commit if
@@ -38,7 +47,11 @@ struct cx_spsc_ring {
     uint8_t *data;
     uint64_t cap, mask;
     uint64_t head_cache;  /* producer: last head seen */
-    uint64_t claim_pos;   /* producer: position of the claimed record */
+    uint64_t claim_pos;   /* producer: offset of the claimed record */
+    uint64_t claim_hdr;   /* producer: its header word */
+    uint64_t claim_next;  /* producer: offset of the header word after it (zeroed) */
+    uint64_t pad_pos;     /* producer: offset of a padding record before it, or cap */
+    uint64_t pad_hdr;
     uint64_t claim_adv;   /* producer: bytes the commit will publish (0 = no claim) */
 };
 
@@ -56,7 +69,7 @@ static inline size_t cx_spsc_ring_max_body(const struct cx_spsc_ring *r) { retur
 /* Producer: reserves a record of `len` body bytes of the given type (>= 2) and returns a
  * pointer to the body, or NULL when the ring has no room now. Only one claim may be open. */
 void *cx_spsc_ring_try_claim(struct cx_spsc_ring *r, uint32_t type, size_t len);
-/* Producer: publishes the claimed record (release store of tail). */
+/* Producer: publishes the claimed record (release store of its header, then tail). */
 void cx_spsc_ring_commit(struct cx_spsc_ring *r);
 /* Producer: drops the claimed record; nothing becomes visible. */
 void cx_spsc_ring_abort(struct cx_spsc_ring *r);
@@ -64,7 +77,9 @@ void cx_spsc_ring_abort(struct cx_spsc_ring *r);
 int cx_spsc_ring_take_reader_idle(struct cx_spsc_ring *r);
 
 /* Consumer: calls handler(clientd, type, body, len) for up to `limit` records, in order, in
- * place, freeing each record's space after its handler returns. Returns records read. */
+ * place, freeing each record's space after its handler returns. Returns records read, or
+ * -EPROTO (cx_errmsg set, nothing consumed from that record on) for a header that claims
+ * a record past the ring's end. */
 typedef void (*cx_ring_handler)(void *clientd, uint32_t type, uint8_t *body, uint32_t len);
 int cx_spsc_ring_read(struct cx_spsc_ring *r, cx_ring_handler handler, void *clientd, int limit);
 /* Consumer: after freeing space, whether the producer asked to be woken (clears the flag). */
@@ -77,7 +92,7 @@ int cx_spsc_ring_reader_arm(struct cx_spsc_ring *r);
  * will wake it), -EAGAIN if room appeared meanwhile. */
 int cx_spsc_ring_writer_arm(struct cx_spsc_ring *r, size_t len);
 
-/* Whether the consumer has nothing to read. */
+/* Whether the consumer has nothing to read (tail: for the idle handshake, not the poll). */
 int cx_spsc_ring_empty(const struct cx_spsc_ring *r);
 
 #endif
