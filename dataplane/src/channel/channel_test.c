@@ -9,6 +9,7 @@
 #include "common/cx_test.h"
 #include "format/cx_reflect.h"
 #include "testutil/cx_netns.h"
+#include "transport/cx_driver.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -1241,6 +1242,124 @@ CX_TEST(runtimes_listening_on_ucx_link_over_ucx)
     CK(rl == 0 && strcmp(link, "ucx") == 0);
     CK(st.net_sinks == 1 && st.shm_sinks == 0 && st.sent_shm == 0);
     CK(got.bad == 0 && got.gaps == 0 && got.misorder == 0);
+#endif
+}
+
+/* Fabrics: four runtimes (shm off, so every link is a network link): A and B in fabric-a,
+ * C in fabric-b, D in none. A's source reaches B over ucx (asked over tcp, then upgraded)
+ * and C and D over tcp; C's source (another fabric) reaches B over tcp. Every event arrives
+ * in order; stats and cx_chan_ctx_link say which link carried it. Bad fabric names fail
+ * ctx create with -EINVAL. */
+CX_TEST(runtimes_in_one_fabric_link_over_ucx_others_over_tcp)
+{
+#ifndef CX_HAVE_UCX
+    CX_SKIP("UCX not built in (pkg-config ucx not found: install libucx-dev)");
+#else
+    setenv("UCX_NET_DEVICES", "lo", 0);
+    setenv("UCX_TLS", "tcp,posix,sysv,self", 0);
+    const char *bad[] = {"   ", "fabric a", "a/b", "0123456789012345678901234567890123456789"
+                                                      "012345678901234567890123"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        struct cx_chan_ctx *x = NULL;
+        int rc = cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP, .tcp_only = 1,
+                                                               .fabric = bad[i]}, &x);
+        fprintf(stderr, "  fabric '%s': %d %s\n", bad[i], rc, rc < 0 ? cx_errmsg() : "");
+        cx_chan_ctx_destroy(x);
+        CK(rc == -EINVAL && strstr(cx_errmsg(), "fabric"));
+    }
+    /* a peer that never answers the question (a listener nobody serves): tcp after 2 s */
+    const struct cx_driver_ops *lops;
+    struct cx_listener *mute = NULL;
+    struct cx_chan_ctx *x = NULL;
+    struct cx_chan *xc = NULL;
+    char mid[160], mlink[16] = "";
+    CK(cx_listen(LOOP, &lops, &mute) == 0);
+    snprintf(mid, sizeof mid, "cx1:%s/1", lops->listener_addr(mute));
+    long long t0 = now_ms();
+    int orc = -1, lrc = -1;
+    if (cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP, .tcp_only = 1,
+                                                      .fabric = "fabric-a"}, &x) == 0) {
+        orc = cx_chan_open(x, mid, 1000, &xc);
+        lrc = cx_chan_ctx_link(x, lops->listener_addr(mute), mlink, sizeof mlink);
+    }
+    long long waited = now_ms() - t0;
+    fprintf(stderr, "  a silent peer: open %d after %lld ms, link %s\n", orc, waited, mlink);
+    cx_chan_ctx_destroy(x);
+    lops->listener_close(mute);
+    CK(orc == -ETIMEDOUT && lrc == 0 && strcmp(mlink, "tcp") == 0 && waited >= 2000);
+
+    const long N = 3000;
+    const struct cx_format *f2 = reg(rd2_d);
+    const char *fab[4] = {" fabric-a ", "fabric-a", "fabric-b", NULL};
+    struct cx_chan_ctx *c[4] = {NULL};
+    struct cx_chan *ch[4] = {NULL}, *ch2[2] = {NULL};
+    struct cx_chan_source *s = NULL, *s2 = NULL;
+    struct cx_chan_sink *k;
+    struct rec got[4], got2;
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        rec_init(&got[i], REC_RD2);
+        ok = ok && cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP, .tcp_only = 1,
+                                                                 .fabric = fab[i]}, &c[i]) == 0;
+    }
+    rec_init(&got2, REC_RD2);
+    struct cx_chan_opts co = {.format = f2, .mode = CX_CHAN_RELIABLE};
+    ok = ok && cx_chan_create(c[0], &co, &ch[0]) == 0 && cx_chan_source(ch[0], f2, &s) == 0;
+    for (int i = 1; ok && i < 4; i++)
+        ok = cx_chan_open(c[i], cx_chan_id(ch[0]), 5000, &ch[i]) == 0 &&
+             cx_chan_sink(ch[i], &(struct cx_chan_sink_opts){.format = f2}, on_rec, &got[i], &k) == 0;
+    /* the second channel: contact B, source C (fabric-b) */
+    ok = ok && cx_chan_create(c[1], &co, &ch2[0]) == 0 &&
+         cx_chan_sink(ch2[0], &(struct cx_chan_sink_opts){.format = f2}, on_rec, &got2, &k) == 0 &&
+         cx_chan_open(c[2], cx_chan_id(ch2[0]), 5000, &ch2[1]) == 0 &&
+         cx_chan_source(ch2[1], f2, &s2) == 0 &&
+         cx_chan_wait_members(ch[0], 1, 3, 10000) == 0 && cx_chan_wait_members(ch2[1], 1, 1, 10000) == 0;
+    if (!ok)
+        fprintf(stderr, "  set-up: %s\n", cx_errmsg());
+    for (long i = 1; ok && i <= N; i++) {
+        struct rd2 e;
+        rd2_make(&e, i);
+        ok = cx_chan_submit_wait(s, &e, 10000) == 0 && cx_chan_submit_wait(s2, &e, 10000) == 0;
+    }
+    for (int i = 1; ok && i < 4; i++)
+        ok = rec_wait(&got[i], N, 20000) == N;
+    ok = ok && rec_wait(&got2, N, 20000) == N;
+    char link[4][16] = {"", "", "", ""}, l2[16] = "";
+    for (int i = 1; ok && i < 4; i++)
+        cx_chan_ctx_link(c[0], cx_chan_ctx_addr(c[i]), link[i], sizeof link[i]);
+    if (ok)
+        cx_chan_ctx_link(c[2], cx_chan_ctx_addr(c[1]), l2, sizeof l2);
+    struct cx_chan_stats st = {0}, st2 = {0};
+    if (ch[0])
+        cx_chan_stats(ch[0], &st);
+    if (ch2[1])
+        cx_chan_stats(ch2[1], &st2);
+    fprintf(stderr, "  A (fabric '%s', ucx %s) -> B %s, C (fabric-b) %s, D (none) %s; C -> B %s; "
+                    "A sent %llu (ucx %llu), sinks over ucx %u of %u; C sent %llu (ucx %llu)\n",
+            c[0] ? cx_chan_ctx_fabric(c[0]) : "?", c[0] ? cx_chan_ctx_fabric_addr(c[0]) : "?",
+            link[1], link[2], link[3], l2, (unsigned long long)st.sent,
+            (unsigned long long)st.sent_ucx, st.ucx_sinks, st.net_sinks,
+            (unsigned long long)st2.sent, (unsigned long long)st2.sent_ucx);
+    char fa[64], ua[128], ud[128];
+    snprintf(fa, sizeof fa, "%s", c[0] ? cx_chan_ctx_fabric(c[0]) : "");
+    snprintf(ua, sizeof ua, "%s", c[0] ? cx_chan_ctx_fabric_addr(c[0]) : "");
+    snprintf(ud, sizeof ud, "%s", c[3] ? cx_chan_ctx_fabric_addr(c[3]) : "x");
+    for (int i = 1; i >= 0; i--)
+        cx_chan_close(ch2[i]);
+    for (int i = 3; i >= 0; i--)
+        cx_chan_close(ch[i]);
+    for (int i = 3; i >= 0; i--)
+        cx_chan_ctx_destroy(c[i]);
+    CK(ok);
+    CK(strcmp(fa, "fabric-a") == 0 && strncmp(ua, "ucx://127.0.0.1:", 16) == 0 && ud[0] == '\0');
+    CK(strcmp(link[1], "ucx") == 0 && strcmp(link[2], "tcp") == 0 && strcmp(link[3], "tcp") == 0);
+    CK(strcmp(l2, "tcp") == 0);
+    CK(st.net_sinks == 3 && st.ucx_sinks == 1 && st.shm_sinks == 0);
+    CK(st.sent == 3 * (uint64_t)N && st.sent_ucx == (uint64_t)N && st.sent_shm == 0);
+    CK(st2.sent == (uint64_t)N && st2.sent_ucx == 0 && st2.ucx_sinks == 0 && st2.net_sinks == 1);
+    for (int i = 1; i < 4; i++)
+        CK(got[i].bad == 0 && got[i].gaps == 0 && got[i].misorder == 0);
+    CK(got2.bad == 0 && got2.gaps == 0 && got2.misorder == 0);
 #endif
 }
 
