@@ -1257,13 +1257,15 @@ CX_TEST(runtimes_in_one_fabric_link_over_ucx_others_over_tcp)
 #else
     setenv("UCX_NET_DEVICES", "lo", 0);
     setenv("UCX_TLS", "tcp,posix,sysv,self", 0);
-    const char *bad[] = {"   ", "fabric a", "a/b", "0123456789012345678901234567890123456789"
-                                                      "012345678901234567890123"};
+    char longname[300];
+    memset(longname, 'f', 254);
+    longname[254] = '\0';
+    const char *bad[] = {"   ", "fabric a", "a/b", longname};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         struct cx_chan_ctx *x = NULL;
         int rc = cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP, .tcp_only = 1,
                                                                .fabric = bad[i]}, &x);
-        fprintf(stderr, "  fabric '%s': %d %s\n", bad[i], rc, rc < 0 ? cx_errmsg() : "");
+        fprintf(stderr, "  fabric '%.24s': %d %s\n", bad[i], rc, rc < 0 ? cx_errmsg() : "");
         cx_chan_ctx_destroy(x);
         CK(rc == -EINVAL && strstr(cx_errmsg(), "fabric"));
     }

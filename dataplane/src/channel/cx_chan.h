@@ -71,7 +71,7 @@ struct cx_chan_sink;
  * answers only on the same host and namespace, and the link falls back to tcp when it does
  * not. `tcp_only` (or the environment variable CONFLUX_CHAN_SHM=0) turns this off.
  *
- * `fabric` names the fast-link domain this process is in (NULL or "" = none; else 1-63
+ * `fabric` names the fast-link domain this process is in (NULL or "" = none; else 1-253
  * characters of [A-Za-z0-9._-], surrounding blanks ignored). A runtime in a fabric whose
  * advertised address is tcp:// also listens on ucx:// on the advertised IP (any free port).
  * When it dials another process (not on this host) it asks it over the new tcp link, before

@@ -25,7 +25,7 @@
 #define CHAN_ADDR_MAX 128
 #define CHAN_ID_MAX 192
 #define CHAN_ERR_MAX 256
-#define CHAN_FABRIC_MAX 64
+#define CHAN_FABRIC_MAX 254 /* 253 characters: a Kubernetes object name */
 /* How long a dialing runtime in a fabric waits for the peer's CTRL_LINKS before using tcp. */
 #define CHAN_LINKS_WAIT_MS 2000
 /* Bytes a link may hold unsent before a source queues events per sink instead: keeps the
