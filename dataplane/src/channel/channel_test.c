@@ -1245,11 +1245,14 @@ CX_TEST(runtimes_listening_on_ucx_link_over_ucx)
 #endif
 }
 
-/* Fabrics: four runtimes (shm off, so every link is a network link): A and B in fabric-a,
- * C in fabric-b, D in none. A's source reaches B over ucx (asked over tcp, then upgraded)
- * and C and D over tcp; C's source (another fabric) reaches B over tcp. Every event arrives
- * in order; stats and cx_chan_ctx_link say which link carried it. Bad fabric names fail
- * ctx create with -EINVAL. */
+/* Fabrics: five runtimes (shm off, so every link is a network link): A, B and E in
+ * fabric-a, C in fabric-b, D in none. Channel 1 (contact A, source A): B, C and D open it
+ * (each dials A: B asks and upgrades to ucx, C asks and keeps tcp, D does not ask) and
+ * sink it. Channel 2 (contact D): sinks at C and E, a source at B, which has no link to
+ * either yet: its progress thread hands both dials to dial threads, which reach E over ucx
+ * and C over tcp. Every event arrives in order; stats and cx_chan_ctx_link say which link
+ * carried it. Before that: bad fabric names fail ctx create with -EINVAL, and a peer that
+ * never answers the question is used over tcp after 2 s. */
 CX_TEST(runtimes_in_one_fabric_link_over_ucx_others_over_tcp)
 {
 #ifndef CX_HAVE_UCX
@@ -1292,30 +1295,34 @@ CX_TEST(runtimes_in_one_fabric_link_over_ucx_others_over_tcp)
 
     const long N = 3000;
     const struct cx_format *f2 = reg(rd2_d);
-    const char *fab[4] = {" fabric-a ", "fabric-a", "fabric-b", NULL};
-    struct cx_chan_ctx *c[4] = {NULL};
-    struct cx_chan *ch[4] = {NULL}, *ch2[2] = {NULL};
+    enum { A, B, C, D, E, NR };
+    const char *fab[NR] = {" fabric-a ", "fabric-a", "fabric-b", NULL, "fabric-a"};
+    struct cx_chan_ctx *c[NR] = {NULL};
+    struct cx_chan *ch[NR] = {NULL}, *ch2[NR] = {NULL};
     struct cx_chan_source *s = NULL, *s2 = NULL;
     struct cx_chan_sink *k;
-    struct rec got[4], got2;
+    struct rec got[NR], got2[NR];
     int ok = 1;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NR; i++) {
         rec_init(&got[i], REC_RD2);
+        rec_init(&got2[i], REC_RD2);
         ok = ok && cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP, .tcp_only = 1,
                                                                  .fabric = fab[i]}, &c[i]) == 0;
     }
-    rec_init(&got2, REC_RD2);
     struct cx_chan_opts co = {.format = f2, .mode = CX_CHAN_RELIABLE};
-    ok = ok && cx_chan_create(c[0], &co, &ch[0]) == 0 && cx_chan_source(ch[0], f2, &s) == 0;
-    for (int i = 1; ok && i < 4; i++)
-        ok = cx_chan_open(c[i], cx_chan_id(ch[0]), 5000, &ch[i]) == 0 &&
-             cx_chan_sink(ch[i], &(struct cx_chan_sink_opts){.format = f2}, on_rec, &got[i], &k) == 0;
-    /* the second channel: contact B, source C (fabric-b) */
-    ok = ok && cx_chan_create(c[1], &co, &ch2[0]) == 0 &&
-         cx_chan_sink(ch2[0], &(struct cx_chan_sink_opts){.format = f2}, on_rec, &got2, &k) == 0 &&
-         cx_chan_open(c[2], cx_chan_id(ch2[0]), 5000, &ch2[1]) == 0 &&
-         cx_chan_source(ch2[1], f2, &s2) == 0 &&
-         cx_chan_wait_members(ch[0], 1, 3, 10000) == 0 && cx_chan_wait_members(ch2[1], 1, 1, 10000) == 0;
+    struct cx_chan_sink_opts ko = {.format = f2};
+    ok = ok && cx_chan_create(c[A], &co, &ch[A]) == 0 && cx_chan_source(ch[A], f2, &s) == 0;
+    for (int i = B; ok && i <= D; i++)
+        ok = cx_chan_open(c[i], cx_chan_id(ch[A]), 5000, &ch[i]) == 0 &&
+             cx_chan_sink(ch[i], &ko, on_rec, &got[i], &k) == 0;
+    ok = ok && cx_chan_create(c[D], &co, &ch2[D]) == 0 &&
+         cx_chan_open(c[C], cx_chan_id(ch2[D]), 5000, &ch2[C]) == 0 &&
+         cx_chan_sink(ch2[C], &ko, on_rec, &got2[C], &k) == 0 &&
+         cx_chan_open(c[E], cx_chan_id(ch2[D]), 5000, &ch2[E]) == 0 &&
+         cx_chan_sink(ch2[E], &ko, on_rec, &got2[E], &k) == 0 &&
+         cx_chan_open(c[B], cx_chan_id(ch2[D]), 5000, &ch2[B]) == 0 &&
+         cx_chan_source(ch2[B], f2, &s2) == 0 &&
+         cx_chan_wait_members(ch[A], 1, 3, 10000) == 0 && cx_chan_wait_members(ch2[B], 1, 2, 10000) == 0;
     if (!ok)
         fprintf(stderr, "  set-up: %s\n", cx_errmsg());
     for (long i = 1; ok && i <= N; i++) {
@@ -1323,45 +1330,51 @@ CX_TEST(runtimes_in_one_fabric_link_over_ucx_others_over_tcp)
         rd2_make(&e, i);
         ok = cx_chan_submit_wait(s, &e, 10000) == 0 && cx_chan_submit_wait(s2, &e, 10000) == 0;
     }
-    for (int i = 1; ok && i < 4; i++)
+    for (int i = B; ok && i <= D; i++)
         ok = rec_wait(&got[i], N, 20000) == N;
-    ok = ok && rec_wait(&got2, N, 20000) == N;
-    char link[4][16] = {"", "", "", ""}, l2[16] = "";
-    for (int i = 1; ok && i < 4; i++)
-        cx_chan_ctx_link(c[0], cx_chan_ctx_addr(c[i]), link[i], sizeof link[i]);
-    if (ok)
-        cx_chan_ctx_link(c[2], cx_chan_ctx_addr(c[1]), l2, sizeof l2);
+    ok = ok && rec_wait(&got2[C], N, 20000) == N && rec_wait(&got2[E], N, 20000) == N;
+    char link[NR][16] = {""}, l2[NR][16] = {""};
+    for (int i = B; ok && i <= D; i++)
+        cx_chan_ctx_link(c[A], cx_chan_ctx_addr(c[i]), link[i], sizeof link[i]);
+    if (ok) {
+        cx_chan_ctx_link(c[B], cx_chan_ctx_addr(c[C]), l2[C], sizeof l2[C]);
+        cx_chan_ctx_link(c[B], cx_chan_ctx_addr(c[E]), l2[E], sizeof l2[E]);
+    }
     struct cx_chan_stats st = {0}, st2 = {0};
-    if (ch[0])
-        cx_chan_stats(ch[0], &st);
-    if (ch2[1])
-        cx_chan_stats(ch2[1], &st2);
-    fprintf(stderr, "  A (fabric '%s', ucx %s) -> B %s, C (fabric-b) %s, D (none) %s; C -> B %s; "
-                    "A sent %llu (ucx %llu), sinks over ucx %u of %u; C sent %llu (ucx %llu)\n",
-            c[0] ? cx_chan_ctx_fabric(c[0]) : "?", c[0] ? cx_chan_ctx_fabric_addr(c[0]) : "?",
-            link[1], link[2], link[3], l2, (unsigned long long)st.sent,
+    if (ch[A])
+        cx_chan_stats(ch[A], &st);
+    if (ch2[B])
+        cx_chan_stats(ch2[B], &st2);
+    fprintf(stderr, "  A (fabric '%s', ucx %s) -> B %s, C (fabric-b) %s, D (none) %s; "
+                    "B -> E %s, C %s (dialed from the progress thread)\n"
+                    "  A sent %llu (ucx %llu), sinks over ucx %u of %u; B sent %llu (ucx %llu), "
+                    "sinks over ucx %u of %u\n",
+            c[A] ? cx_chan_ctx_fabric(c[A]) : "?", c[A] ? cx_chan_ctx_fabric_addr(c[A]) : "?",
+            link[B], link[C], link[D], l2[E], l2[C], (unsigned long long)st.sent,
             (unsigned long long)st.sent_ucx, st.ucx_sinks, st.net_sinks,
-            (unsigned long long)st2.sent, (unsigned long long)st2.sent_ucx);
+            (unsigned long long)st2.sent, (unsigned long long)st2.sent_ucx, st2.ucx_sinks,
+            st2.net_sinks);
     char fa[64], ua[128], ud[128];
-    snprintf(fa, sizeof fa, "%s", c[0] ? cx_chan_ctx_fabric(c[0]) : "");
-    snprintf(ua, sizeof ua, "%s", c[0] ? cx_chan_ctx_fabric_addr(c[0]) : "");
-    snprintf(ud, sizeof ud, "%s", c[3] ? cx_chan_ctx_fabric_addr(c[3]) : "x");
-    for (int i = 1; i >= 0; i--)
+    snprintf(fa, sizeof fa, "%s", c[A] ? cx_chan_ctx_fabric(c[A]) : "");
+    snprintf(ua, sizeof ua, "%s", c[A] ? cx_chan_ctx_fabric_addr(c[A]) : "");
+    snprintf(ud, sizeof ud, "%s", c[D] ? cx_chan_ctx_fabric_addr(c[D]) : "x");
+    for (int i = NR - 1; i >= 0; i--) {
         cx_chan_close(ch2[i]);
-    for (int i = 3; i >= 0; i--)
         cx_chan_close(ch[i]);
-    for (int i = 3; i >= 0; i--)
+    }
+    for (int i = NR - 1; i >= 0; i--)
         cx_chan_ctx_destroy(c[i]);
     CK(ok);
     CK(strcmp(fa, "fabric-a") == 0 && strncmp(ua, "ucx://127.0.0.1:", 16) == 0 && ud[0] == '\0');
-    CK(strcmp(link[1], "ucx") == 0 && strcmp(link[2], "tcp") == 0 && strcmp(link[3], "tcp") == 0);
-    CK(strcmp(l2, "tcp") == 0);
+    CK(strcmp(link[B], "ucx") == 0 && strcmp(link[C], "tcp") == 0 && strcmp(link[D], "tcp") == 0);
+    CK(strcmp(l2[E], "ucx") == 0 && strcmp(l2[C], "tcp") == 0);
     CK(st.net_sinks == 3 && st.ucx_sinks == 1 && st.shm_sinks == 0);
     CK(st.sent == 3 * (uint64_t)N && st.sent_ucx == (uint64_t)N && st.sent_shm == 0);
-    CK(st2.sent == (uint64_t)N && st2.sent_ucx == 0 && st2.ucx_sinks == 0 && st2.net_sinks == 1);
-    for (int i = 1; i < 4; i++)
+    CK(st2.net_sinks == 2 && st2.ucx_sinks == 1);
+    CK(st2.sent == 2 * (uint64_t)N && st2.sent_ucx == (uint64_t)N);
+    for (int i = B; i <= D; i++)
         CK(got[i].bad == 0 && got[i].gaps == 0 && got[i].misorder == 0);
-    CK(got2.bad == 0 && got2.gaps == 0 && got2.misorder == 0);
+    CK(got2[C].bad == 0 && got2[C].gaps == 0 && got2[E].bad == 0 && got2[E].gaps == 0);
 #endif
 }
 

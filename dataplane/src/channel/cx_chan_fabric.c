@@ -72,7 +72,13 @@ static void *dial_main(void *arg)
     struct chan_peer *p = NULL;
     int rc = chan_peer_get(ctx, d->addr, &p);
     pthread_mutex_lock(&ctx->lock);
-    chan_connect_done(ctx, d->addr, rc, p);
+    /* peers are freed on the progress thread: p may have broken and gone meanwhile (then
+     * its process was removed; dests that still wait are retried: need_connect below) */
+    struct chan_peer *q = ctx->peers;
+    while (rc == 0 && q && q != p)
+        q = q->next;
+    if (rc < 0 || q)
+        chan_connect_done(ctx, d->addr, rc, p);
     d->done = 1;
     ctx->need_connect = 1; /* the progress thread reaps us (and connects what waited) */
     chan_kick(ctx);
