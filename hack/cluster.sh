@@ -99,7 +99,9 @@ setup_docker_shim() {
   fi
 }
 
-cluster_exists() { "$KIND" get clusters 2>/dev/null | grep -qx "$NAME"; }
+# grep reads the whole list (no -q): with pipefail, -q's early exit could SIGPIPE kind once
+# a second cluster is listed after ours, and the cluster would seem not to exist
+cluster_exists() { "$KIND" get clusters 2>/dev/null | grep -x "$NAME" >/dev/null; }
 
 # healthy = every node container running and the API server answering /readyz within a
 # minute; exports the kubeconfig as a side effect.

@@ -9,6 +9,7 @@
 #include "common/cx_test.h"
 #include "format/cx_reflect.h"
 #include "testutil/cx_netns.h"
+#include "transport/cx_driver.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -1343,6 +1344,139 @@ CX_TEST(runtimes_listening_on_ucx_link_over_ucx)
     CK(rl == 0 && strcmp(link, "ucx") == 0);
     CK(st.net_sinks == 1 && st.shm_sinks == 0 && st.sent_shm == 0);
     CK(got.bad == 0 && got.gaps == 0 && got.misorder == 0);
+#endif
+}
+
+/* Fabrics: five runtimes (shm off, so every link is a network link): A, B and E in
+ * fabric-a, C in fabric-b, D in none. Channel 1 (contact A, source A): B, C and D open it
+ * (each dials A: B asks and upgrades to ucx, C asks and keeps tcp, D does not ask) and
+ * sink it. Channel 2 (contact D): sinks at C and E, a source at B, which has no link to
+ * either yet: its progress thread hands both dials to dial threads, which reach E over ucx
+ * and C over tcp. Every event arrives in order; stats and cx_chan_ctx_link say which link
+ * carried it. Before that: bad fabric names fail ctx create with -EINVAL, and a peer that
+ * never answers the question is used over tcp after 2 s. */
+CX_TEST(runtimes_in_one_fabric_link_over_ucx_others_over_tcp)
+{
+#ifndef CX_HAVE_UCX
+    CX_SKIP("UCX not built in (pkg-config ucx not found: install libucx-dev)");
+#else
+    setenv("UCX_NET_DEVICES", "lo", 0);
+    setenv("UCX_TLS", "tcp,posix,sysv,self", 0);
+    char longname[300];
+    memset(longname, 'f', 254);
+    longname[254] = '\0';
+    const char *bad[] = {"   ", "fabric a", "a/b", longname};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        struct cx_chan_ctx *x = NULL;
+        int rc = cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP, .tcp_only = 1,
+                                                               .fabric = bad[i]}, &x);
+        fprintf(stderr, "  fabric '%.24s': %d %s\n", bad[i], rc, rc < 0 ? cx_errmsg() : "");
+        cx_chan_ctx_destroy(x);
+        CK(rc == -EINVAL && strstr(cx_errmsg(), "fabric"));
+    }
+    /* a peer that never answers the question (a listener nobody serves): tcp after 2 s */
+    const struct cx_driver_ops *lops;
+    struct cx_listener *mute = NULL;
+    struct cx_chan_ctx *x = NULL;
+    struct cx_chan *xc = NULL;
+    char mid[160], mlink[16] = "";
+    CK(cx_listen(LOOP, &lops, &mute) == 0);
+    snprintf(mid, sizeof mid, "cx1:%s/1", lops->listener_addr(mute));
+    long long t0 = now_ms();
+    int orc = -1, lrc = -1;
+    if (cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP, .tcp_only = 1,
+                                                      .fabric = "fabric-a"}, &x) == 0) {
+        orc = cx_chan_open(x, mid, 1000, &xc);
+        lrc = cx_chan_ctx_link(x, lops->listener_addr(mute), mlink, sizeof mlink);
+    }
+    long long waited = now_ms() - t0;
+    fprintf(stderr, "  a silent peer: open %d after %lld ms, link %s\n", orc, waited, mlink);
+    cx_chan_ctx_destroy(x);
+    lops->listener_close(mute);
+    CK(orc == -ETIMEDOUT && lrc == 0 && strcmp(mlink, "tcp") == 0 && waited >= 2000);
+
+    const long N = 3000;
+    const struct cx_format *f2 = reg(rd2_d);
+    enum { A, B, C, D, E, NR };
+    const char *fab[NR] = {" fabric-a ", "fabric-a", "fabric-b", NULL, "fabric-a"};
+    struct cx_chan_ctx *c[NR] = {NULL};
+    struct cx_chan *ch[NR] = {NULL}, *ch2[NR] = {NULL};
+    struct cx_chan_source *s = NULL, *s2 = NULL;
+    struct cx_chan_sink *k;
+    struct rec got[NR], got2[NR];
+    int ok = 1;
+    for (int i = 0; i < NR; i++) {
+        rec_init(&got[i], REC_RD2);
+        rec_init(&got2[i], REC_RD2);
+        ok = ok && cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP, .tcp_only = 1,
+                                                                 .fabric = fab[i]}, &c[i]) == 0;
+    }
+    struct cx_chan_opts co = {.format = f2, .mode = CX_CHAN_RELIABLE};
+    struct cx_chan_sink_opts ko = {.format = f2};
+    ok = ok && cx_chan_create(c[A], &co, &ch[A]) == 0 && cx_chan_source(ch[A], f2, &s) == 0;
+    for (int i = B; ok && i <= D; i++)
+        ok = cx_chan_open(c[i], cx_chan_id(ch[A]), 5000, &ch[i]) == 0 &&
+             cx_chan_sink(ch[i], &ko, on_rec, &got[i], &k) == 0;
+    ok = ok && cx_chan_create(c[D], &co, &ch2[D]) == 0 &&
+         cx_chan_open(c[C], cx_chan_id(ch2[D]), 5000, &ch2[C]) == 0 &&
+         cx_chan_sink(ch2[C], &ko, on_rec, &got2[C], &k) == 0 &&
+         cx_chan_open(c[E], cx_chan_id(ch2[D]), 5000, &ch2[E]) == 0 &&
+         cx_chan_sink(ch2[E], &ko, on_rec, &got2[E], &k) == 0 &&
+         cx_chan_open(c[B], cx_chan_id(ch2[D]), 5000, &ch2[B]) == 0 &&
+         cx_chan_source(ch2[B], f2, &s2) == 0 &&
+         cx_chan_wait_members(ch[A], 1, 3, 10000) == 0 && cx_chan_wait_members(ch2[B], 1, 2, 10000) == 0;
+    if (!ok)
+        fprintf(stderr, "  set-up: %s\n", cx_errmsg());
+    for (long i = 1; ok && i <= N; i++) {
+        struct rd2 e;
+        rd2_make(&e, i);
+        ok = cx_chan_submit_wait(s, &e, 10000) == 0 && cx_chan_submit_wait(s2, &e, 10000) == 0;
+    }
+    for (int i = B; ok && i <= D; i++)
+        ok = rec_wait(&got[i], N, 20000) == N;
+    ok = ok && rec_wait(&got2[C], N, 20000) == N && rec_wait(&got2[E], N, 20000) == N;
+    char link[NR][16] = {""}, l2[NR][16] = {""};
+    for (int i = B; ok && i <= D; i++)
+        cx_chan_ctx_link(c[A], cx_chan_ctx_addr(c[i]), link[i], sizeof link[i]);
+    if (ok) {
+        cx_chan_ctx_link(c[B], cx_chan_ctx_addr(c[C]), l2[C], sizeof l2[C]);
+        cx_chan_ctx_link(c[B], cx_chan_ctx_addr(c[E]), l2[E], sizeof l2[E]);
+    }
+    struct cx_chan_stats st = {0}, st2 = {0};
+    if (ch[A])
+        cx_chan_stats(ch[A], &st);
+    if (ch2[B])
+        cx_chan_stats(ch2[B], &st2);
+    fprintf(stderr, "  A (fabric '%s', ucx %s) -> B %s, C (fabric-b) %s, D (none) %s; "
+                    "B -> E %s, C %s (dialed from the progress thread)\n"
+                    "  A sent %llu (ucx %llu), sinks over ucx %u of %u; B sent %llu (ucx %llu), "
+                    "sinks over ucx %u of %u\n",
+            c[A] ? cx_chan_ctx_fabric(c[A]) : "?", c[A] ? cx_chan_ctx_fabric_addr(c[A]) : "?",
+            link[B], link[C], link[D], l2[E], l2[C], (unsigned long long)st.sent,
+            (unsigned long long)st.sent_ucx, st.ucx_sinks, st.net_sinks,
+            (unsigned long long)st2.sent, (unsigned long long)st2.sent_ucx, st2.ucx_sinks,
+            st2.net_sinks);
+    char fa[64], ua[128], ud[128];
+    snprintf(fa, sizeof fa, "%s", c[A] ? cx_chan_ctx_fabric(c[A]) : "");
+    snprintf(ua, sizeof ua, "%s", c[A] ? cx_chan_ctx_fabric_addr(c[A]) : "");
+    snprintf(ud, sizeof ud, "%s", c[D] ? cx_chan_ctx_fabric_addr(c[D]) : "x");
+    for (int i = NR - 1; i >= 0; i--) {
+        cx_chan_close(ch2[i]);
+        cx_chan_close(ch[i]);
+    }
+    for (int i = NR - 1; i >= 0; i--)
+        cx_chan_ctx_destroy(c[i]);
+    CK(ok);
+    CK(strcmp(fa, "fabric-a") == 0 && strncmp(ua, "ucx://127.0.0.1:", 16) == 0 && ud[0] == '\0');
+    CK(strcmp(link[B], "ucx") == 0 && strcmp(link[C], "tcp") == 0 && strcmp(link[D], "tcp") == 0);
+    CK(strcmp(l2[E], "ucx") == 0 && strcmp(l2[C], "tcp") == 0);
+    CK(st.net_sinks == 3 && st.ucx_sinks == 1 && st.shm_sinks == 0);
+    CK(st.sent == 3 * (uint64_t)N && st.sent_ucx == (uint64_t)N && st.sent_shm == 0);
+    CK(st2.net_sinks == 2 && st2.ucx_sinks == 1);
+    CK(st2.sent == 2 * (uint64_t)N && st2.sent_ucx == (uint64_t)N);
+    for (int i = B; i <= D; i++)
+        CK(got[i].bad == 0 && got[i].gaps == 0 && got[i].misorder == 0);
+    CK(got2[C].bad == 0 && got2[C].gaps == 0 && got2[E].bad == 0 && got2[E].gaps == 0);
 #endif
 }
 

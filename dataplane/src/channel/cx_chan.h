@@ -70,18 +70,30 @@ struct cx_chan_sink;
  * advertised address, so a process that dials an address first tries that name: it
  * answers only on the same host and namespace, and the link falls back to tcp when it does
  * not. `tcp_only` (or the environment variable CONFLUX_CHAN_SHM=0) turns this off.
+ *
+ * `fabric` names the fast-link domain this process is in (NULL or "" = none; else 1-253
+ * characters of [A-Za-z0-9._-], surrounding blanks ignored). A runtime in a fabric whose
+ * advertised address is tcp:// also listens on ucx:// on the advertised IP (any free port).
+ * When it dials another process (not on this host) it asks it over the new tcp link, before
+ * its HELLO, for its fabric and ucx address; in the same fabric the link becomes ucx (the
+ * tcp link is closed), otherwise, or when the ucx connect fails or no answer comes within
+ * 2 s, the tcp link is kept. Ids and membership still carry the tcp address.
  * cx_chan_ctx_link tells which link joins this process to another. */
 struct cx_chan_ctx_opts {
     const char *listen;
     const char *advertise;
     int tcp_only;
+    const char *fabric;
 };
 
 /* Creates the runtime: listener, progress engine and thread. 0, or -errno (bad address,
- * port in use). Create it after fork(), never before. */
+ * port in use, -EINVAL for a bad fabric name). Create it after fork(), never before. */
 int cx_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **out);
 /* The advertised address ("tcp://10.0.0.5:4711"). */
 const char *cx_chan_ctx_addr(const struct cx_chan_ctx *ctx);
+/* The fabric this runtime is in ("" = none) and its ucx listener's address ("" = none). */
+const char *cx_chan_ctx_fabric(const struct cx_chan_ctx *ctx);
+const char *cx_chan_ctx_fabric_addr(const struct cx_chan_ctx *ctx);
 /* Writes into out[cap] the network driver of the link joining this process to the process
  * advertising addr ("shm", "tcp", ...). 0, or -ENOENT when there is no live link to it. */
 int cx_chan_ctx_link(struct cx_chan_ctx *ctx, const char *addr, char *out, size_t cap);
@@ -219,6 +231,8 @@ struct cx_chan_stats {
     uint32_t shm_sinks;      /* remote sinks this process's sources reach over shared memory */
     uint32_t net_sinks;      /* ... over a network link (tcp and others) */
     uint64_t sent_shm;       /* of the frames counted in `sent`, those handed to shm links */
+    uint32_t ucx_sinks;      /* of net_sinks, those reached over ucx (a fabric's fast link) */
+    uint64_t sent_ucx;       /* of the frames counted in `sent`, those handed to ucx links */
 };
 
 void cx_chan_stats(struct cx_chan *ch, struct cx_chan_stats *out);

@@ -9,6 +9,7 @@
 #include "common/cx_error.h"
 #include "format/cx_format_registry.h"
 
+#include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,20 +53,112 @@ int chan_ctrl_init(void)
     return ctrl_rc < 0 ? cx_err_set(-ctrl_rc, "channel: control format: %s", ctrl_err) : 0;
 }
 
+static int ctrl_encode(const struct chan_ctrl *m, struct cx_frame_hdr *h, uint8_t **buf,
+                       size_t *len);
+
 int chan_ctrl_post(struct chan_peer *p, const struct chan_ctrl *m)
+{
+    struct cx_frame_hdr h;
+    uint8_t *buf;
+    size_t len;
+    int rc = ctrl_encode(m, &h, &buf, &len);
+    if (rc < 0)
+        return rc;
+    rc = chan_peer_post(p, &h, buf, len);
+    free(buf);
+    return rc;
+}
+
+/* The encoded form of m in a malloc'd buffer. 0 or -errno. */
+static int ctrl_encode(const struct chan_ctrl *m, struct cx_frame_hdr *h, uint8_t **buf,
+                       size_t *len)
 {
     struct cx_enc enc;
     int rc = cx_encode(ctrl_fmt, m, &enc);
     if (rc < 0)
         return rc;
-    uint8_t *buf = malloc(enc.length + 8);
-    if (!buf)
+    if (!(*buf = malloc(enc.length + 8)))
         return cx_err_set(ENOMEM, "channel: out of memory");
-    long n = cx_enc_gather(&enc, buf, enc.length + 8);
-    struct cx_frame_hdr h = {.type = CX_FRAME_CTRL, .format = enc.token};
-    rc = n < 0 ? (int)n : chan_peer_post(p, &h, buf, (size_t)n);
+    long n = cx_enc_gather(&enc, *buf, enc.length + 8);
+    if (n < 0) {
+        free(*buf);
+        return (int)n;
+    }
+    *h = (struct cx_frame_hdr){.type = CX_FRAME_CTRL, .format = enc.token};
+    *len = (size_t)n;
+    return 0;
+}
+
+/* Decodes a CTRL frame into out (pointers into *buf, which the caller frees). 0 or -1. */
+union ctrl_out {
+    struct chan_ctrl c;
+    uint64_t align[sizeof(struct chan_ctrl) / 8 + 1];
+};
+static int ctrl_decode(const struct cx_frame_hdr *h, const void *payload, size_t len,
+                       uint64_t **buf, union ctrl_out *out, const struct chan_ctrl **m)
+{
+    /* decode rewrites pointers in place: work on a private, aligned copy */
+    if (!(*buf = malloc(len + 8)))
+        return -1;
+    memcpy(*buf, payload, len);
+    void *ev;
+    if (cx_decode(ctrl_fmt, h->format, *buf, len, out, sizeof *out, &ev) < 0)
+        return -1;
+    *m = ev;
+    return 0;
+}
+
+struct links_wait {
+    int got;
+    char *fabric, *ucx;
+};
+
+static void links_frame(void *arg, const struct cx_frame_hdr *h, const void *payload, size_t len)
+{
+    struct links_wait *w = arg;
+    uint64_t *buf = NULL;
+    union ctrl_out out;
+    const struct chan_ctrl *m;
+    if (h->type == CX_FRAME_CTRL && h->channel == 0 &&
+        ctrl_decode(h, payload, len, &buf, &out, &m) == 0 && m->op == CTRL_LINKS &&
+        (!m->text || strlen(m->text) < CHAN_FABRIC_MAX) &&
+        (!m->addr || strlen(m->addr) < CHAN_ADDR_MAX)) {
+        snprintf(w->fabric, CHAN_FABRIC_MAX, "%s", m->text ? m->text : "");
+        snprintf(w->ucx, CHAN_ADDR_MAX, "%s", m->addr ? m->addr : "");
+        w->got = 1;
+    }
+    free(buf); /* nothing else comes before our HELLO */
+}
+
+int chan_links_ask(struct cx_chan_ctx *ctx, struct cx_link *k, int timeout_ms,
+                   char fabric[CHAN_FABRIC_MAX], char ucx[CHAN_ADDR_MAX])
+{
+    struct chan_ctrl q = {.op = CTRL_LINKS_QUERY, .addr = ctx->addr, .text = ctx->fabric};
+    struct cx_frame_hdr h;
+    uint8_t *buf;
+    size_t len;
+    int rc = ctrl_encode(&q, &h, &buf, &len);
+    if (rc < 0)
+        return rc;
+    struct iovec v = {buf, len};
+    rc = cx_link_send(k, &h, &v, 1);
     free(buf);
-    return rc;
+    if (rc < 0)
+        return rc;
+    struct links_wait w = {.fabric = fabric, .ucx = ucx};
+    long long deadline = chan_now_ms() + timeout_ms;
+    while (!w.got) {
+        if ((rc = cx_link_progress(k, links_frame, &w, 8)) < 0)
+            return rc;
+        if (w.got)
+            break;
+        long long left = deadline - chan_now_ms();
+        if (left <= 0)
+            return cx_err_set(ETIMEDOUT, "channel: no CTRL_LINKS answer within %d ms", timeout_ms);
+        struct pollfd pf = {.fd = cx_link_fd(k), .events = POLLIN};
+        poll(&pf, 1, left < 20 ? (int)left : 20); /* short: a send may still be flushing */
+    }
+    return 0;
 }
 
 int chan_format_post(struct chan_peer *p, const struct cx_format *fmt)
@@ -127,6 +220,8 @@ static int ctrl_valid(const struct chan_ctrl *m)
                strlen(m->addr) < CHAN_ADDR_MAX && m->role <= CHAN_SINK;
     case CTRL_FILTER_ERR:
         return m->chan && strlen(m->chan) < CHAN_ID_MAX;
+    case CTRL_LINKS_QUERY:
+        return 1;
     }
     return 0;
 }
@@ -135,22 +230,13 @@ static void ctrl_recv(struct chan_peer *p, const struct cx_frame_hdr *h, const v
                       size_t len)
 {
     struct cx_chan_ctx *ctx = p->ctx;
-    /* decode rewrites pointers in place: work on a private, aligned copy */
-    uint64_t *buf = malloc(len + 8);
-    if (!buf)
-        return;
-    memcpy(buf, payload, len);
-    union {
-        struct chan_ctrl c;
-        uint64_t align[sizeof(struct chan_ctrl) / 8 + 1];
-    } out;
-    void *ev;
-    if (cx_decode(ctrl_fmt, h->format, buf, len, &out, sizeof out, &ev) < 0 ||
-        !ctrl_valid(ev)) {
+    uint64_t *buf = NULL;
+    union ctrl_out out;
+    const struct chan_ctrl *m;
+    if (ctrl_decode(h, payload, len, &buf, &out, &m) < 0 || !ctrl_valid(m)) {
         free(buf);
         return;
     }
-    const struct chan_ctrl *m = ev;
     struct cx_chan *ch;
     pthread_mutex_lock(&ctx->lock);
     switch (m->op) {
@@ -158,6 +244,11 @@ static void ctrl_recv(struct chan_peer *p, const struct cx_frame_hdr *h, const v
         if (!p->addr[0])
             snprintf(p->addr, sizeof p->addr, "%s", m->addr);
         break;
+    case CTRL_LINKS_QUERY: { /* a dialer in a fabric asks which links we offer */
+        struct chan_ctrl a = {.op = CTRL_LINKS, .text = ctx->fabric, .addr = ctx->ucx_addr};
+        chan_ctrl_post(p, &a);
+        break;
+    }
     case CTRL_JOIN:
         chan_contact_join(ctx, p, m);
         break;

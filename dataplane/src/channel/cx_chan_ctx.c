@@ -203,7 +203,9 @@ int cx_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **ou
     pthread_condattr_destroy(&ca);
     ctx->kickfd = -1;
     ctx->next_num = 1; /* mux tag 0 is link control */
-    ctx->lsn.ctx = ctx->shm.ctx = ctx;
+    ctx->lsn.ctx = ctx->shm.ctx = ctx->ucx.ctx = ctx;
+    if ((rc = chan_fabric_name(o ? o->fabric : NULL, ctx->fabric)) < 0)
+        goto fail;
     if ((rc = cx_listen(listen, &ctx->lsn.ops, &ctx->lsn.l)) < 0) {
         rc = cx_err_wrap(rc, "channel runtime: listen on '%s'", listen);
         goto fail;
@@ -241,6 +243,13 @@ int cx_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **ou
         if ((rc = cx_engine_add(ctx->eng, &ss)) < 0)
             goto fail;
     }
+    if (ctx->ucx.ops) {
+        struct cx_engine_source us = {.name = "channel-ucx-listener", .poll = chan_listen_poll,
+                                      .ctx = &ctx->ucx, .fd = ctx->ucx.ops->listener_fd(ctx->ucx.l),
+                                      .cost = 64};
+        if ((rc = cx_engine_add(ctx->eng, &us)) < 0)
+            goto fail;
+    }
     if ((rc = cx_engine_start(ctx->eng)) < 0)
         goto fail;
     *out = ctx;
@@ -252,6 +261,8 @@ fail:
         ctx->lsn.ops->listener_close(ctx->lsn.l);
     if (ctx->shm.l)
         ctx->shm.ops->listener_close(ctx->shm.l);
+    if (ctx->ucx.l)
+        ctx->ucx.ops->listener_close(ctx->ucx.l);
     if (ctx->kickfd >= 0)
         close(ctx->kickfd);
     pthread_cond_destroy(&ctx->cv);
@@ -266,6 +277,10 @@ void cx_chan_ctx_destroy(struct cx_chan_ctx *ctx)
 {
     if (!ctx)
         return;
+    pthread_mutex_lock(&ctx->lock);
+    ctx->closing = 1;
+    pthread_mutex_unlock(&ctx->lock);
+    chan_dial_join_all(ctx); /* before the goodbyes: a dial may still add a peer */
     pthread_mutex_lock(&ctx->lock);
     while (ctx->chans) {
         struct cx_chan *ch = ctx->chans;
@@ -305,6 +320,8 @@ void cx_chan_ctx_destroy(struct cx_chan_ctx *ctx)
     ctx->lsn.ops->listener_close(ctx->lsn.l);
     if (ctx->shm.l)
         ctx->shm.ops->listener_close(ctx->shm.l);
+    if (ctx->ucx.l)
+        ctx->ucx.ops->listener_close(ctx->ucx.l);
     close(ctx->kickfd);
     pthread_cond_destroy(&ctx->cv);
     pthread_mutex_destroy(&ctx->lock);

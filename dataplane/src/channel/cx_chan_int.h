@@ -25,6 +25,9 @@
 #define CHAN_ADDR_MAX 128
 #define CHAN_ID_MAX 192
 #define CHAN_ERR_MAX 256
+#define CHAN_FABRIC_MAX 254 /* 253 characters: a Kubernetes object name */
+/* How long a dialing runtime in a fabric waits for the peer's CTRL_LINKS before using tcp. */
+#define CHAN_LINKS_WAIT_MS 2000
 /* Bytes a link may hold unsent before a source queues events per sink instead: keeps the
  * bound of a sink queue meaningful (a tcp link's own queue is unbounded). */
 #define CHAN_LINK_HIGH (256u << 10)
@@ -67,6 +70,7 @@ struct chan_ep {
 };
 
 struct chan_out; /* a queued control frame (cx_chan_peer.c) */
+struct chan_dial; /* a connect on its own thread (cx_chan_link.c) */
 
 /* A listener of the runtime: the advertised one (tcp) and, for processes on this host, the
  * shm rendezvous (cx_chan_link.c). */
@@ -85,6 +89,7 @@ struct chan_peer {
     struct cx_link *link;     /* cx_mux_link(mux) */
     const char *kind;         /* the network driver under the mux: "shm", "tcp", ... */
     int shm;                  /* kind is "shm" (counted per event: no string compare there) */
+    int ucx;                  /* kind is "ucx" */
     char addr[CHAN_ADDR_MAX]; /* the remote process's address; "" until its HELLO */
     int engine_id;            /* -1 until the progress thread registered it */
     int failed;               /* negative errno once broken */
@@ -166,6 +171,11 @@ struct cx_chan_ctx {
     struct cx_engine *eng;
     struct chan_lsn lsn;       /* the listener of the advertised address */
     struct chan_lsn shm;       /* the shm rendezvous (ops NULL: none) */
+    struct chan_lsn ucx;       /* in a fabric: the ucx listener (ops NULL: none) */
+    char fabric[CHAN_FABRIC_MAX]; /* "" = in no fabric */
+    char ucx_addr[CHAN_ADDR_MAX]; /* our ucx listener's address ("" = none) */
+    struct chan_dial *dials;   /* fabric: connects running on their own threads */
+    int closing;               /* destroy began: no new dial threads */
     char addr[CHAN_ADDR_MAX];
     char host[17];             /* host identity: hash of the boot id and the network namespace */
     char shm_addr[CHAN_ADDR_MAX]; /* our shm rendezvous ("" = none) */
@@ -192,6 +202,8 @@ enum chan_op {
     CTRL_MEMBER_DEL = 5, /* contact to watchers: chan, role, tag, addr */
     CTRL_LEAVE = 6,      /* to the contact: chan, role, tag, addr (role WATCH: the process) */
     CTRL_FILTER_ERR = 7, /* source to sink: chan, tag, text */
+    CTRL_LINKS_QUERY = 8, /* a dialer in a fabric, before HELLO: addr, text = its fabric */
+    CTRL_LINKS = 9,      /* the answer: text = fabric ("" none), addr = ucx address ("" none) */
 };
 
 struct chan_ctrl {
@@ -230,6 +242,19 @@ int chan_link_setup(struct cx_chan_ctx *ctx, const struct cx_chan_ctx_opts *o);
 int chan_link_dial(struct cx_chan_ctx *ctx, const char *addr, struct cx_link **out);
 /* The engine source polling a listener (accepted links become peers). */
 int chan_listen_poll(void *arg, int budget);
+/* Which link to use to a peer not on this host, from both ends' fabric and the peer's ucx
+ * address: CHAN_LINK_UCX in the same fabric with a ucx address, else CHAN_LINK_TCP. */
+enum chan_link_choice { CHAN_LINK_TCP = 0, CHAN_LINK_UCX = 1 };
+enum chan_link_choice chan_link_rank(const char *mine, const char *theirs, const char *ucx);
+/* Checks and trims a fabric name into out (NULL or "" = none). 0 or -EINVAL. */
+int chan_fabric_name(const char *in, char out[CHAN_FABRIC_MAX]);
+/* Connects dests waiting for addr on a thread of its own (a runtime in a fabric: its dial
+ * waits for the peer's progress thread, which may be dialing us). ctx lock held. */
+int chan_dial_start(struct cx_chan_ctx *ctx, const char *addr);
+/* Whether a dial thread is connecting to addr; reaps finished ones. ctx lock held. */
+int chan_dialing(struct cx_chan_ctx *ctx, const char *addr);
+/* Joins every dial thread (ctx destroy; ctx lock not held). */
+void chan_dial_join_all(struct cx_chan_ctx *ctx);
 
 /* ---- cx_chan_peer.c ---- */
 /* The peer for a process address (ctx lock held), or NULL. */
@@ -259,6 +284,11 @@ void chan_peer_mark_failed(struct chan_peer *p, int rc);
 int chan_ctrl_init(void);
 /* Encodes m and queues it on p (ctx lock held). */
 int chan_ctrl_post(struct chan_peer *p, const struct chan_ctrl *m);
+/* Asks the process at the other end of the raw link k (just dialed, no mux yet) for its
+ * fabric and ucx address, waiting up to timeout_ms. 0 with both filled ("" = none), or
+ * -ETIMEDOUT / -errno (then use the link as it is). */
+int chan_links_ask(struct cx_chan_ctx *ctx, struct cx_link *k, int timeout_ms,
+                   char fabric[CHAN_FABRIC_MAX], char ucx[CHAN_ADDR_MAX]);
 /* Queues a FORMAT frame describing fmt (ctx lock held). */
 int chan_format_post(struct chan_peer *p, const struct cx_format *fmt);
 /* A CTRL or FORMAT frame (or a DATA frame for a tag not yet bound) arrived on p. Progress
@@ -284,6 +314,9 @@ void chan_contact_leave(struct cx_chan_ctx *ctx, struct chan_peer *p, const stru
 void chan_process_gone(struct cx_chan_ctx *ctx, const char *addr);
 /* Connects dests that wait for a link (progress thread, ctx lock not held). */
 void chan_connect_pending(struct cx_chan_ctx *ctx);
+/* The dial to addr ended (rc, p): its dests get the peer, or the process is gone.
+ * ctx lock held. */
+void chan_connect_done(struct cx_chan_ctx *ctx, const char *addr, int rc, struct chan_peer *p);
 void chan_dest_free(struct chan_dest *d);
 
 /* ---- cx_chan_source.c ---- */

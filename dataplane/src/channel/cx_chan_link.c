@@ -10,7 +10,10 @@
  * only when both ends share the host and the namespace, and a success proves it (a process
  * elsewhere cannot answer for the name). Otherwise (refused, or any failure of the shm
  * handshake) the address itself is dialed. The shm connect never waits for the other
- * process (the connector passes the region), so two runtimes may dial each other at once. */
+ * process (the connector passes the region), so two runtimes may dial each other at once.
+ *
+ * Inside a fabric (cx_chan_fabric.c) a runtime also listens on ucx, and a dial that ends on
+ * tcp asks the peer which fabric it is in before choosing ucx or keeping tcp. */
 #define _GNU_SOURCE
 #include "channel/cx_chan_int.h"
 
@@ -64,9 +67,31 @@ static int shm_name(const struct cx_chan_ctx *ctx, const char *addr, char *out, 
     return n < 0 || (size_t)n >= cap || n >= 100 ? -ENAMETOOLONG : 0; /* sun_path: 108 */
 }
 
+/* In a fabric: listen on ucx on the advertised IP (tcp advertisements only). 0 or -errno. */
+static int fabric_setup(struct cx_chan_ctx *ctx)
+{
+    if (!ctx->fabric[0] || strncmp(ctx->addr, "tcp://", 6) != 0)
+        return 0;
+    const char *host = ctx->addr + 6;
+    const char *colon = strrchr(host, ':');
+    char listen[CHAN_ADDR_MAX];
+    snprintf(listen, sizeof listen, "ucx://%.*s:0", (int)(colon ? colon - host : (long)strlen(host)), host);
+    int rc = cx_listen(listen, &ctx->ucx.ops, &ctx->ucx.l);
+    if (rc < 0) {
+        ctx->ucx.ops = NULL;
+        return cx_err_wrap(rc, "channel runtime: fabric '%s': ucx listener on %s", ctx->fabric,
+                           listen);
+    }
+    snprintf(ctx->ucx_addr, sizeof ctx->ucx_addr, "%s", ctx->ucx.ops->listener_addr(ctx->ucx.l));
+    return 0;
+}
+
 int chan_link_setup(struct cx_chan_ctx *ctx, const struct cx_chan_ctx_opts *o)
 {
     host_identity(ctx->host);
+    int frc = fabric_setup(ctx);
+    if (frc < 0)
+        return frc;
     const char *env = getenv("CONFLUX_CHAN_SHM");
     if ((o && o->tcp_only) || (env && strcmp(env, "0") == 0) ||
         strncmp(ctx->addr, "shm://", 6) == 0)
@@ -95,7 +120,29 @@ int chan_link_dial(struct cx_chan_ctx *ctx, const char *addr, struct cx_link **o
         shm_name(ctx, addr, name, sizeof name) == 0 && cx_connect(name, out) == 0)
         return 0;
     cx_err_clear();
-    return cx_connect(addr, out);
+    struct cx_link *k;
+    int rc = cx_connect(addr, &k);
+    if (rc < 0 || !ctx->fabric[0] || strncmp(addr, "tcp://", 6) != 0) {
+        if (rc == 0)
+            *out = k;
+        return rc;
+    }
+    /* in a fabric: ask before HELLO; the tcp link stays the fallback */
+    char fabric[CHAN_FABRIC_MAX], ucx[CHAN_ADDR_MAX];
+    struct cx_link *u;
+    if (chan_links_ask(ctx, k, CHAN_LINKS_WAIT_MS, fabric, ucx) == 0 &&
+        chan_link_rank(ctx->fabric, fabric, ucx) == CHAN_LINK_UCX) {
+        if (cx_connect(ucx, &u) == 0) {
+            cx_link_close(k); /* the peer drops it: it never said HELLO */
+            *out = u;
+            return 0;
+        }
+        fprintf(stderr, "conflux channel: fabric '%s': ucx connect to %s (%s) failed, using "
+                        "tcp: %s\n", ctx->fabric, ucx, addr, cx_errmsg());
+    }
+    cx_err_clear();
+    *out = k;
+    return 0;
 }
 
 int chan_listen_poll(void *arg, int budget)

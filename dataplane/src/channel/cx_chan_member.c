@@ -489,34 +489,49 @@ void chan_process_gone(struct cx_chan_ctx *ctx, const char *addr)
     }
 }
 
+void chan_connect_done(struct cx_chan_ctx *ctx, const char *addr, int rc, struct chan_peer *p)
+{
+    if (rc < 0) {
+        chan_process_gone(ctx, addr); /* unreachable: as good as dead for us */
+    } else {
+        for (struct cx_chan *ch = ctx->chans; ch; ch = ch->next)
+            for (struct chan_dest *d = ch->dests; d; d = d->next)
+                if (!d->local && !d->peer && strcmp(d->addr, addr) == 0) {
+                    d->peer = p;
+                    p->queued += d->q.n;
+                }
+        chan_kick(ctx);
+    }
+    pthread_cond_broadcast(&ctx->cv);
+}
+
 void chan_connect_pending(struct cx_chan_ctx *ctx)
 {
     for (;;) {
         char addr[CHAN_ADDR_MAX] = "";
         pthread_mutex_lock(&ctx->lock);
         ctx->need_connect = 0;
+        int fabric = ctx->fabric[0] != 0;
+        if (fabric)
+            chan_dialing(ctx, NULL); /* reap finished dials */
         for (struct cx_chan *ch = ctx->chans; ch && !addr[0]; ch = ch->next)
             for (struct chan_dest *d = ch->dests; d && ch->sources && !addr[0]; d = d->next)
-                if (!d->local && !d->peer)
+                if (!d->local && !d->peer && !(fabric && chan_dialing(ctx, d->addr)))
                     snprintf(addr, sizeof addr, "%s", d->addr);
+        if (addr[0] && fabric) { /* the dial may wait for a peer that dials us: not here */
+            int rc = ctx->closing ? -ESHUTDOWN : chan_dial_start(ctx, addr);
+            if (rc < 0)
+                chan_connect_done(ctx, addr, rc, NULL);
+            pthread_mutex_unlock(&ctx->lock);
+            continue;
+        }
         pthread_mutex_unlock(&ctx->lock);
         if (!addr[0])
             return;
         struct chan_peer *p = NULL;
         int rc = chan_peer_get(ctx, addr, &p); /* blocks for the connect (ctx unlocked) */
         pthread_mutex_lock(&ctx->lock);
-        if (rc < 0) {
-            chan_process_gone(ctx, addr); /* unreachable: as good as dead for us */
-        } else {
-            for (struct cx_chan *ch = ctx->chans; ch; ch = ch->next)
-                for (struct chan_dest *d = ch->dests; d; d = d->next)
-                    if (!d->local && !d->peer && strcmp(d->addr, addr) == 0) {
-                        d->peer = p;
-                        p->queued += d->q.n;
-                    }
-            chan_kick(ctx);
-        }
-        pthread_cond_broadcast(&ctx->cv);
+        chan_connect_done(ctx, addr, rc, p);
         pthread_mutex_unlock(&ctx->lock);
     }
 }
@@ -564,6 +579,7 @@ void cx_chan_stats(struct cx_chan *ch, struct cx_chan_stats *out)
                 out->shm_sinks++;
             else
                 out->net_sinks++;
+            out->ucx_sinks += (uint32_t)d->peer->ucx;
         }
     }
     pthread_mutex_unlock(&ch->ctx->lock);

@@ -51,6 +51,7 @@ int chan_peer_add(struct cx_chan_ctx *ctx, struct cx_link *raw, const char *addr
     p->ctx = ctx;
     p->kind = raw->ops->name;
     p->shm = strcmp(p->kind, "shm") == 0;
+    p->ucx = strcmp(p->kind, "ucx") == 0;
     p->link = cx_mux_link(p->mux);
     p->engine_id = -1;
     if (addr)

@@ -122,6 +122,7 @@ static void count_sent(struct cx_chan *ch, const struct chan_peer *p, size_t len
 {
     ch->st.sent++;
     ch->st.sent_shm += (uint64_t)p->shm;
+    ch->st.sent_ucx += (uint64_t)p->ucx;
     ch->st.sent_bytes += CX_FRAME_HDR_SIZE + len;
 }
 

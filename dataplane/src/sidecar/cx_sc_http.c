@@ -55,21 +55,25 @@ static const char *lv(char *out, size_t cap, const char *s)
     return out;
 }
 
-/* The link a channel's events use: what this pod's sources sent them over ("shm" when
- * every frame went to sinks on this host, the network scheme of the id when none did,
- * "shm+tcp" for both); with nothing sent from here, the scheme of its id ("cx1:tcp://..."
- * -> tcp), which is what remote sources reach this pod's sinks over unless they share its
- * host. Counted since the channel opened, so a sink that left does not change it. */
+/* The link a channel's events use: the links this pod's sources sent its frames over, from
+ * the per-link counts ("shm" to sinks on this host, "ucx" inside the fabric, the network
+ * scheme of the id for the rest), joined by '+' when several carried some ("ucx+tcp");
+ * with nothing sent from here, the scheme of its id ("cx1:tcp://..." -> tcp), which is
+ * what remote sources reach this pod's sinks over unless they share its host or fabric.
+ * Counted since the channel opened, so a sink that left does not change it. */
 static void link_of(const char *id, const struct cx_chan_stats *st, char *out, size_t cap)
 {
     const char *p = strncmp(id, "cx1:", 4) == 0 ? id + 4 : id;
     int n = (int)strcspn(p, ":");
-    if (st->sent_shm && st->sent_shm == st->sent)
-        snprintf(out, cap, "shm");
-    else if (st->sent_shm)
-        snprintf(out, cap, "shm+%.*s", n, p);
-    else
-        snprintf(out, cap, "%.*s", n, p);
+    uint64_t other = st->sent - st->sent_shm - st->sent_ucx;
+    size_t len = 0;
+    out[0] = '\0';
+    if (st->sent_shm)
+        len += (size_t)snprintf(out + len, cap - len, "shm");
+    if (st->sent_ucx && len < cap)
+        len += (size_t)snprintf(out + len, cap - len, "%sucx", len ? "+" : "");
+    if ((other || !st->sent) && len < cap)
+        snprintf(out + len, cap - len, "%s%.*s", len ? "+" : "", n, p);
 }
 
 /* TCP segments retransmitted in this network namespace (the pod's), from /proc/net/snmp. */

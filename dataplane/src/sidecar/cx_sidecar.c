@@ -402,8 +402,13 @@ int cx_sidecar_start(const struct cx_sidecar_opts *o, struct cx_sidecar **out)
     sc->started_ns = cx__sc_now_ns();
     sc->o.inputs = sc->o.outputs = sc->o.channels = NULL; /* the caller's strings: not kept */
     char lbuf[64];
-    struct cx_chan_ctx_opts co = {.listen = o->listen ? o->listen : listen_for(sc->transport, lbuf, sizeof lbuf),
-                                  .advertise = o->advertise};
+    /* rdma inside a fabric: tcp for everyone, ucx for the fabric's members (the runtime
+     * asks each peer it dials); rdma without a fabric: ucx only, as before */
+    int in_fabric = strcmp(sc->transport, "rdma") == 0 && o->fabric && o->fabric[0];
+    struct cx_chan_ctx_opts co = {.listen = o->listen ? o->listen
+                                            : listen_for(in_fabric ? "tcp" : sc->transport, lbuf, sizeof lbuf),
+                                  .advertise = o->advertise,
+                                  .fabric = in_fabric ? o->fabric : NULL};
     if ((rc = cx_chan_ctx_create(&co, &sc->ctx)) < 0) {
         rc = cx_err_wrap(rc, "sidecar (transport %s)", sc->transport);
         goto error;

@@ -39,7 +39,8 @@ struct pi_options { const char *listen; size_t reader_mem; const char *spill_dir
                     int timeout_ms; };
 struct pi_reader_stats { uint64_t from_space, from_writer, duplicates, spilled, reconnects; };
 
-struct cx_chan_ctx_opts { const char *listen; const char *advertise; int tcp_only; };
+struct cx_chan_ctx_opts { const char *listen; const char *advertise; int tcp_only;
+                          const char *fabric; };
 enum cx_chan_mode { CX_CHAN_BEST_EFFORT = 0, CX_CHAN_RELIABLE = 1 };
 struct cx_chan_opts { const struct cx_format *format; enum cx_chan_mode mode; unsigned queue_limit; };
 struct cx_chan_event { const void *data; const struct cx_format *format; uint64_t token;
@@ -51,7 +52,7 @@ struct cx_chan_stats { uint64_t submitted; uint64_t sent; uint64_t sent_bytes; u
                        uint64_t projected_bytes_saved; uint64_t delivered; uint64_t received_bytes;
                        uint64_t errors; uint32_t sources, sinks; uint32_t removed;
                        uint32_t shm_sinks; uint32_t net_sinks;
-                       uint64_t sent_shm; };
+                       uint64_t sent_shm; uint32_t ucx_sinks; uint64_t sent_ucx; };
 """
 
 # Functions and the handler type, exactly as declared in C.
