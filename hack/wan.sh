@@ -92,6 +92,8 @@ if [ -n "$pid" ] && [ "$(cat /proc/$pid/comm 2>/dev/null)" = conflux-wanem ]; th
   for i in $(seq 50); do [ -d /proc/$pid ] || break; sleep 0.1; done
 fi
 rm -f '$PIDFILE' '$IN_NODE' '$LOG'
+# /dev/net/tun, when join had to make it (a node started without --privileged)
+if [ -e /run/conflux-wanem.mknod ]; then rm -f /dev/net/tun /run/conflux-wanem.mknod; rmdir /dev/net 2>/dev/null || true; fi
 ip link del '$DEV' 2>/dev/null || true
 while ip rule del pref '$TABLE' 2>/dev/null; do :; done
 ip route flush table '$TABLE' 2>/dev/null || true
@@ -138,6 +140,7 @@ for t in mangle:CONFLUX-WAN nat:CONFLUX-WAN-NAT raw:CONFLUX-WAN-RAW; do
   iptables -t ${t%%:*} -S ${t#*:} 2>/dev/null | sed "s/^/${t%%:*}: /"
 done
 [ -e '$IN_NODE' ] && echo "file: '$IN_NODE'"
+[ -e /run/conflux-wanem.mknod ] && echo "file: /dev/net/tun (made by join)"
 true
 '
 
@@ -160,6 +163,8 @@ join_cluster() { # own foreign
   for n in $(nodes "$own"); do
     docker exec -i "$n" bash -s <<<"$LEAVE_NODE"
     docker cp "$WANEM" "$n:$IN_NODE" >/dev/null
+    # a node started without --privileged (hack/kind/docker-shim) may lack the device node
+    docker exec "$n" bash -c '[ -c /dev/net/tun ] || { mkdir -p /dev/net && mknod /dev/net/tun c 10 200 && touch /run/conflux-wanem.mknod; }'
     docker exec -d "$n" bash -c "echo \$\$ >$PIDFILE; exec $IN_NODE --dev $DEV --delay $DELAY --loss $LOSS_SHARE >>$LOG 2>&1"
     local i=0
     until docker exec "$n" test -e /sys/class/net/$DEV; do
