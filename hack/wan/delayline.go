@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"math/rand"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,7 +63,7 @@ func (d *DelayLine) lose() bool { return d.cfg.Loss > 0 && d.rng.Float64() < d.c
 
 // Run reads packets from in (one per Read, as a tun device or a packet socket gives them)
 // and writes the kept ones to out after the delay. It returns when in fails (io.EOF or a
-// closed device: nil) or a write to out fails, once the packets already held are written.
+// closed device or file: nil) or a write to out fails, once the packets already held are written.
 func (d *DelayLine) Run(in io.Reader, out io.Writer) error {
 	q := make(chan held, d.cfg.Queue)
 	var wg sync.WaitGroup
@@ -88,7 +89,7 @@ func (d *DelayLine) Run(in io.Reader, out io.Writer) error {
 	for {
 		n, err := in.Read(buf)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) && !errors.Is(err, os.ErrClosed) {
 				rerr = err
 			}
 			break

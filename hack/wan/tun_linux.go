@@ -27,33 +27,29 @@ func OpenTun(name string) (*os.File, error) {
 	if len(name) == 0 || len(name) >= syscall.IFNAMSIZ {
 		return nil, fmt.Errorf("device name %q: 1 to %d characters", name, syscall.IFNAMSIZ-1)
 	}
-	f, err := os.OpenFile("/dev/net/tun", os.O_RDWR, 0)
+	fd, err := syscall.Open("/dev/net/tun", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open /dev/net/tun: %w", err)
 	}
 	var req ifreq
 	copy(req.name[:], name)
 	req.flags = iffTun | iffNoPi
-	// Control, not Fd(): Fd() would put the file in blocking mode, off Go's poller
-	var ioerr error
-	rc, err := f.SyscallConn()
-	if err == nil {
-		err = rc.Control(func(fd uintptr) {
-			if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, tunSetIff, uintptr(unsafe.Pointer(&req))); e != 0 {
-				ioerr = e
-			}
-		})
-	}
-	if err == nil {
-		err = ioerr
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), tunSetIff, uintptr(unsafe.Pointer(&req))); e != 0 {
+		err = e
 	}
 	if err == nil {
 		err = setUp(name)
 	}
+	// non-blocking, and only then handed to Go's poller: a tun fd registered with the
+	// poller before TUNSETIFF attached it is never woken again after its first packet
+	if err == nil {
+		err = syscall.SetNonblock(fd, true)
+	}
 	if err != nil {
-		f.Close()
+		syscall.Close(fd)
 		return nil, fmt.Errorf("tun device %s: %w", name, err)
 	}
+	f := os.NewFile(uintptr(fd), "/dev/net/tun:"+name)
 	return f, nil
 }
 
