@@ -27,6 +27,7 @@ KIND=$CONFLUX_BIN/kind
 DEV=cxwan0
 TABLE=147        # routing table, rule preference and route protocol of what join adds
 MARK=0x10000     # a bit kube-proxy does not use (0x4000, 0x8000)
+DEV_ADDR=169.254.147.147/32  # link-local, on each node's own device only
 WANEM=$CONFLUX_BIN/conflux-wanem
 IN_NODE=/usr/local/bin/conflux-wanem
 PIDFILE=/run/conflux-wanem.pid
@@ -112,7 +113,11 @@ set -e
 while read -r cidr ip; do
   [ -n "$cidr" ] && ip route replace "$cidr" via "$ip" dev eth0 onlink proto '$TABLE'
 done <<<"$ROUTES"
+# reverse-path filtering: what comes back out of the device has a source routed elsewhere
+# (the veth of the pod), so loose mode on it, and an address on it (an address-less device
+# fails even the loose check)
 sysctl -qw net.ipv4.conf.'$DEV'.rp_filter=2
+ip addr add '$DEV_ADDR' dev '$DEV' scope link
 ip route replace default dev '$DEV' table '$TABLE'
 ip rule add fwmark '$MARK'/'$MARK' lookup '$TABLE' pref '$TABLE'
 iptables -t mangle -N CONFLUX-WAN
