@@ -55,7 +55,8 @@ func WAN(ctx context.Context, a, b *Cluster, args ...string) (string, error) {
 }
 
 // wanLeftovers lists, node by node, anything of a WAN join that is still in the nodes of
-// a and b: the tun device, a conflux-wanem process or its files, a policy rule or route
+// a and b: the tun device, a conflux-wanem process or its files (a /dev/net/tun join made
+// included), a policy rule or route
 // table 147, a route to the other cluster's pod CIDRs, an iptables chain CONFLUX-WAN*. It
 // looks for each itself rather than trusting `wan.sh status`.
 func wanLeftovers(ctx context.Context, a, b *Cluster) ([]string, error) {
@@ -71,7 +72,7 @@ ip rule show | grep -w 'lookup 147'
 ip route show table 147 2>/dev/null
 iptables-save | grep CONFLUX-WAN
 for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = conflux-wanem ] && echo "process ${p#/proc/} conflux-wanem"; done
-ls /run/conflux-wanem.pid /usr/local/bin/conflux-wanem /var/log/conflux-wanem.log 2>/dev/null
+ls /run/conflux-wanem.pid /run/conflux-wanem.mknod /usr/local/bin/conflux-wanem /var/log/conflux-wanem.log 2>/dev/null
 `
 		for _, n := range foreign {
 			if n.Spec.PodCIDR != "" {

@@ -106,7 +106,16 @@ setup_docker_shim() {
   fi
 }
 
-cluster_exists() { "$KIND" get clusters 2>/dev/null | grep -qx "$NAME"; }
+# asked three times before saying no: on a loaded machine `kind get clusters` (docker ps)
+# sometimes comes back empty for a cluster that is there
+cluster_exists() {
+  local i
+  for i in 1 2 3; do
+    "$KIND" get clusters 2>/dev/null | grep -qx "$NAME" && return 0
+    [ "$i" = 3 ] || sleep 2
+  done
+  return 1
+}
 
 # healthy = every node container running and the API server answering /readyz within a
 # minute; exports the kubeconfig as a side effect.
