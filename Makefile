@@ -7,6 +7,10 @@ export CONFLUX_CACHE ?= $(CURDIR)/.cache
 export PATH := $(CONFLUX_CACHE)/bin:$(PATH)
 NAME ?= conflux
 FUZZ_SECONDS ?= 30
+A ?= conflux
+B ?= conflux-b
+DELAY ?= 20ms
+LOSS ?= 1%
 
 .DEFAULT_GOAL := help
 
@@ -27,6 +31,14 @@ cluster: node-image ## Bring up a kind cluster: 1 control plane + 3 workers (NAM
 .PHONY: cluster-down
 cluster-down: ## Delete the kind cluster NAME (default conflux)
 	hack/cluster.sh down $(NAME)
+
+.PHONY: wan
+wan: ## Join the kind clusters A and B over an emulated WAN link (A=conflux B=conflux-b DELAY=20ms LOSS=1%; hack/README.md)
+	hack/wan.sh join $(A) $(B) --delay $(DELAY) --loss $(LOSS)
+
+.PHONY: wan-down
+wan-down: ## Remove the WAN link between A and B (every route, rule, device and process wan.sh added)
+	hack/wan.sh leave $(A) $(B)
 
 .PHONY: soft-roce
 soft-roce: ## Add soft-RoCE (rxe) devices to the kind nodes where the kernel has rdma_rxe
@@ -73,7 +85,7 @@ load-images: ## Build the images and load them into the kind cluster NAME (for a
 test: test-fast test-e2e test-bench ## Run every suite: C, Go (unit + envtest), fuzz smoke, e2e on kind, the benchmarks' smoke run
 
 .PHONY: test-fast
-test-fast: test-dataplane test-sdk test-demo test-fuzz test-operator test-bench-report ## Every suite but e2e
+test-fast: test-dataplane test-sdk test-demo test-wan test-fuzz test-operator test-bench-report ## Every suite but e2e
 
 .PHONY: test-dataplane
 test-dataplane: ## C unit and conformance tests of the data plane
@@ -82,6 +94,10 @@ test-dataplane: ## C unit and conformance tests of the data plane
 .PHONY: test-sdk
 test-sdk: ## The SDK: C header test, Python (pytest) and Go (go test) bindings, examples, against a real confluxd
 	$(MAKE) -C sdk test
+
+.PHONY: test-wan
+test-wan: ## conflux-wanem (hack/wan): the delay line's delay, loss share and order, and its tun device
+	cd hack/wan && go vet ./... && go test -count=1 ./...
 
 .PHONY: test-asan
 test-asan: ## The C tests again under AddressSanitizer and UBSan

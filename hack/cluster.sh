@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make cluster / make cluster-down: a local kind cluster from the locally built node image
-# (hack/kind/build-node-image.sh): one control plane and three workers, two of them in one
-# fast-link domain (label conflux.dev/fabric=fabric-a).
+# (hack/kind/build-node-image.sh): one control plane and three workers (CONFLUX_WORKERS), the
+# first two of them in one fast-link domain (label conflux.dev/fabric=fabric-a).
 #
 #   hack/cluster.sh up [NAME]      create (or reuse) cluster NAME (default: conflux)
 #   hack/cluster.sh down [NAME]    delete it
@@ -10,8 +10,10 @@
 #
 # The kubeconfig goes to $CONFLUX_CACHE/kube/NAME.kubeconfig. The pod and service subnets
 # are derived from NAME, so two clusters (make cluster NAME=site-b) never overlap and can
-# be joined later. Environment: CONFLUX_NODE_IMAGE, CONFLUX_CLUSTER_TIMEOUT (seconds,
-# default 600), CONFLUX_KIND_RETAIN=1 keeps the nodes of a failed create for debugging.
+# be joined later (hack/wan.sh). Environment: CONFLUX_NODE_IMAGE, CONFLUX_WORKERS (default 3;
+# a second site can be smaller: CONFLUX_WORKERS=1 hack/cluster.sh up conflux-b),
+# CONFLUX_CLUSTER_TIMEOUT (seconds, default 600), CONFLUX_KIND_RETAIN=1 keeps the nodes of a
+# failed create for debugging.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -20,7 +22,8 @@ NODE_IMAGE=${CONFLUX_NODE_IMAGE:-conflux/kind-node:$K8S_VERSION}
 KIND=$CONFLUX_BIN/kind
 KUBECTL=$CONFLUX_CACHE/k8s/$K8S_VERSION/bin/kubectl
 TIMEOUT=${CONFLUX_CLUSTER_TIMEOUT:-600}
-WORKERS=3
+WORKERS=${CONFLUX_WORKERS:-3}
+[[ $WORKERS =~ ^[1-9][0-9]?$ ]] || die "CONFLUX_WORKERS='$WORKERS': a number of workers from 1 to 99"
 
 cmd=${1:-}
 IMAGE=""
@@ -35,6 +38,16 @@ subnets() {
   local n
   n=$(( $(printf '%s' "$1" | cksum | cut -d' ' -f1) % 100 + 100 ))
   echo "10.$n.0.0/17 10.$n.128.0/20"
+}
+
+# the workers: the first two in fabric-a
+worker_nodes() {
+  local i
+  for ((i = 1; i <= WORKERS; i++)); do
+    echo "- role: worker"
+    (( i <= 2 )) && printf '  labels:\n    conflux.dev/fabric: fabric-a\n'
+  done
+  return 0
 }
 
 kind_config() {
@@ -53,13 +66,7 @@ networking:
   serviceSubnet: "$svcs"
 nodes:
 - role: control-plane
-- role: worker
-  labels:
-    conflux.dev/fabric: fabric-a
-- role: worker
-  labels:
-    conflux.dev/fabric: fabric-a
-- role: worker
+$(worker_nodes)
 kubeadmConfigPatches:
 - |
   kind: KubeletConfiguration
@@ -100,8 +107,16 @@ setup_docker_shim() {
 }
 
 # grep reads the whole list (no -q): with pipefail, -q's early exit could SIGPIPE kind once
-# a second cluster is listed after ours, and the cluster would seem not to exist
-cluster_exists() { "$KIND" get clusters 2>/dev/null | grep -x "$NAME" >/dev/null; }
+# a second cluster is listed after ours, and the cluster would seem not to exist. Asked
+# three times before saying no, in case a loaded docker answers late.
+cluster_exists() {
+  local i
+  for i in 1 2 3; do
+    "$KIND" get clusters 2>/dev/null | grep -x "$NAME" >/dev/null && return 0
+    [ "$i" = 3 ] || sleep 2
+  done
+  return 1
+}
 
 # healthy = every node container running and the API server answering /readyz within a
 # minute; exports the kubeconfig as a side effect.

@@ -4,6 +4,7 @@
 //	netcheck serve -port 7777 -token T   answer every connection with "T\n"
 //	netcheck fetch -addr IP:7777 -want T  connect (retrying until -timeout), read one
 //	                                       line, exit 0 if it is T, 1 otherwise
+//	netcheck rtt -addr IP:7777 [-count 10]  time TCP connects (rtt.go)
 package main
 
 import (
@@ -18,7 +19,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: netcheck serve|fetch [flags]")
+		fmt.Fprintln(os.Stderr, "usage: netcheck serve|fetch|rtt [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -27,6 +28,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "fetch":
 		err = fetch(os.Args[2:])
+	case "rtt":
+		err = rtt(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

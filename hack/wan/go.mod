@@ -1,0 +1,3 @@
+module conflux.dev/hack/wan
+
+go 1.24
