@@ -113,7 +113,7 @@ test-operator: ## Go unit tests and envtest suites (real kube-apiserver + etcd),
 
 .PHONY: test-e2e
 test-e2e: cluster images ## e2e tests against the kind cluster (brings it up and builds the images first; the tests load them)
-	cd e2e && KUBECONFIG=$(CONFLUX_CACHE)/kube/$(NAME).kubeconfig go test -count=1 -v -timeout 30m ./...
+	cd e2e && KUBECONFIG=$(CONFLUX_CACHE)/kube/$(NAME).kubeconfig go test -count=1 -v -timeout 45m ./...
 
 ##@ Benchmarks
 
