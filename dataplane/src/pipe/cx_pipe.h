@@ -52,9 +52,16 @@ struct cx_format;
 enum { PI_CREATE = 1, PI_APPEND = 2 };
 
 struct pi_options {
-    const char *listen;     /* where writers reach this process's readers directly
-                             * ("tcp://0.0.0.0:0"; the default, NULL, is tcp on the address
-                             * this process uses to reach the space, any port) */
+    const char *listen;     /* where writers reach this process's readers directly (the
+                             * direct link): "tcp://host:port", "shm://@name",
+                             * "shm:///path.sock", "ucx://host:port" or "tls://host:port"
+                             * (tls: credentials from CONFLUX_TLS_*, every writer needs them
+                             * too); or a bare "tcp", "ucx", "tls" (the address this process
+                             * uses to reach the space, any port) or "shm" (an abstract name
+                             * unique to the process: same host and network namespace only).
+                             * NULL: the environment's CONFLUX_PIPE_LISTEN, else "tcp". Any
+                             * other scheme: EINVAL. The first pi_space_open of a process
+                             * starts the listener; later ones' listen is checked, not used */
     size_t reader_mem;      /* a reader's in-memory buffer before spilling (default 64 MiB);
                              * out-of-order segments wait in a window of as many bytes more */
     const char *spill_dir;  /* where readers' spill files go (default /tmp): an existing,
@@ -158,6 +165,16 @@ struct pi_writer_stats {
     uint64_t direct, held, holds, resumed, expired, resent;
 };
 int pi_writer_stats(int d, struct pi_writer_stats *out);
+
+/* The transport of an open pipe's direct link, into out (cap bytes): "tcp", "shm", "ucx" or
+ * "tls"; "" when it has none. A writer: the last direct link it opened to a reader (pi_writer_stats
+ * says how many are open now). A reader: the last direct link a writer's segments reached it
+ * over (none: everything came from the space). A separate call, not a stats field, so the
+ * stats structs keep the layout the sidecar and the SDK mirror. Returns 0, or -1 with errno
+ * EBADF (not an open pipe) or ERANGE (cap shorter than the name and its NUL; PI_LINK_MAX
+ * always fits). */
+#define PI_LINK_MAX 8
+int pi_link(int d, char *out, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,8 @@
  *   cx_pipe_rt.c      descriptor table, spaces, the in-bound thread, pi_unlink
  *   cx_pipe_reader.c  pi_attach pi_read pi_seek pi_tell pi_detach (+ the thread's reader work)
  *   cx_pipe_writer.c  pi_create pi_write pi_close
- *   cx_pipe_migrate.c pi_migrate_out pi_migrate_in, the writer's hold list, pi_writer_stats
+ *   cx_pipe_migrate.c pi_migrate_out pi_migrate_in, the writer's hold list, pi_writer_stats,
+ *                     pi_link
  *   cx_pipe_seg.c     typed segments: events of a format <-> segment bytes
  */
 #ifndef CX_PIPE_INT_H
@@ -49,6 +50,7 @@ struct pi_reader {
     int err;                    /* a lasting error for pi_read */
     char errmsg[256];
     struct pi_reader_stats st;
+    char link[PI_LINK_MAX];     /* the last direct link's transport (pi_link) */
     uint8_t *scratch;
     size_t scratch_cap;
 };
@@ -87,6 +89,7 @@ struct pi_writer {
     struct pi_hold hold[PI_MAX_DIRECT]; /* migrating readers (cx_pipe_migrate.c) */
     int nhold;
     struct pi_writer_stats st;
+    char link[PI_LINK_MAX];  /* the last direct link's transport (pi_link) */
     struct pi_retained *ret; /* ring of unacknowledged segments, window slots */
     uint32_t window;
     /* corking: the writer's links hold small segments back (TCP_CORK) so they leave in

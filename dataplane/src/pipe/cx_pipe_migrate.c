@@ -3,7 +3,7 @@
  * hands its place to the space (MIGRATE: the space holds it, the writer puts a migrating
  * reader on its hold list); pi_migrate_in opens it again elsewhere (RESUME: the writer
  * connects to the reader's new address and sends what it held back). Also the writer's
- * side of the hold list (pi_writer_events) and pi_writer_stats.
+ * side of the hold list (pi_writer_events), pi_writer_stats and pi_link.
  *
  * Blob (little-endian), PI_MIGRATE_MAX bytes at most:
  *   0 u32 magic "CXMG"   4 u8 version (1)   5 u8 kind (1 reader, 2 writer)
@@ -225,6 +225,29 @@ int pi_writer_stats(int d, struct pi_writer_stats *out)
     }
     pthread_mutex_unlock(&g_pi.mu);
     return w ? 0 : pi_fail(cx_err_set(EBADF, "%d is not a pipe open for writing", d));
+}
+
+int pi_link(int d, char *out, size_t cap)
+{
+    char link[PI_LINK_MAX] = "";
+    pthread_mutex_lock(&g_pi.mu);
+    int kind = d >= 0 && d < PI_MAX_DESC ? g_pi.desc[d].kind : PI_FREE;
+    if (kind == PI_READER) {
+        snprintf(link, sizeof link, "%s", g_pi.desc[d].r->link);
+    } else if (kind == PI_WRITER) {
+        struct pi_writer *w = g_pi.desc[d].w;
+        pthread_mutex_lock(&w->cork_mu); /* direct_add sets it under cork_mu only */
+        snprintf(link, sizeof link, "%s", w->link);
+        pthread_mutex_unlock(&w->cork_mu);
+    }
+    pthread_mutex_unlock(&g_pi.mu);
+    if (kind == PI_FREE)
+        return pi_fail(cx_err_set(EBADF, "pi_link: %d is not an open pipe", d));
+    if (!out || cap <= strlen(link))
+        return pi_fail(cx_err_set(ERANGE, "pi_link: '%s' needs %zu bytes, cap is %zu", link,
+                                  strlen(link) + 1, out ? cap : 0));
+    memcpy(out, link, strlen(link) + 1);
+    return 0;
 }
 
 /* ---- out ----------------------------------------------------------------------------- */

@@ -249,6 +249,7 @@ void pi_reader_offer_direct(uint64_t pipe_id, const struct cx_frame_hdr *h, cons
             }
             r->st.from_writer += rc == 1;
         }
+        snprintf(r->link, sizeof r->link, "%s", g_pi.lops->scheme); /* our listener's */
         r->wake = 1; /* signalled by pi_reader_service, after this batch */
     }
 }

@@ -227,6 +227,37 @@ static void local_ip(struct cx_space_client *c, char *ip, size_t cap)
         inet_ntop(AF_INET, &sa.sin_addr, ip, (socklen_t)cap);
 }
 
+/* The direct-link listener's address from pi_options.listen (NULL: CONFLUX_PIPE_LISTEN,
+ * else "tcp"): a full address of a transport a pipe may use, or a bare scheme completed with
+ * that transport's default. 0, or -EINVAL with a message. */
+static int listen_addr(const char *want, struct cx_space_client *c, char *out, size_t cap)
+{
+    static const char *const schemes[] = {"tcp", "shm", "ucx", "tls"};
+    static unsigned seq; /* a fresh shm name after pi_shutdown: the old may linger a moment */
+    const char *from = want ? "pi_options.listen" : "CONFLUX_PIPE_LISTEN";
+    if (!want && !(want = getenv("CONFLUX_PIPE_LISTEN")))
+        want = "tcp";
+    const char *sep = strstr(want, "://");
+    size_t n = sep ? (size_t)(sep - want) : strlen(want);
+    for (size_t i = 0; i < sizeof schemes / sizeof *schemes; i++) {
+        if (n != strlen(schemes[i]) || strncmp(want, schemes[i], n) != 0)
+            continue;
+        if (sep && sep[3]) {
+            if ((size_t)snprintf(out, cap, "%s", want) >= cap)
+                return cx_err_set(EINVAL, "%s '%.40s...' is longer than %zu bytes", from, want, cap - 1);
+        } else if (i == 1) {
+            snprintf(out, cap, "shm://@conflux-pipe-%d-%u", (int)getpid(), seq++);
+        } else {
+            char ip[64];
+            local_ip(c, ip, sizeof ip);
+            snprintf(out, cap, "%s://%s:0", schemes[i], ip);
+        }
+        return 0;
+    }
+    return cx_err_set(EINVAL, "%s '%s': the direct link's transport must be tcp, shm, ucx or tls "
+                              "(a bare name or a full address such as tcp://10.0.0.5:0)", from, want);
+}
+
 int pi_space_open(const char *addr, const struct pi_options *opts)
 {
     struct pi_options o = opts ? *opts : (struct pi_options){0};
@@ -262,14 +293,10 @@ int pi_space_open(const char *addr, const struct pi_options *opts)
     if (s < 0) {
         rc = cx_err_set(EMFILE, "all %d space descriptors are in use", PI_MAX_SPACES);
     } else {
-        char listen[200], ip[64];
-        if (o.listen) {
-            snprintf(listen, sizeof listen, "%s", o.listen);
-        } else {
-            local_ip(c, ip, sizeof ip);
-            snprintf(listen, sizeof listen, "tcp://%s:0", ip);
-        }
-        rc = pi_rt_start_locked(listen);
+        char listen[200];
+        rc = listen_addr(o.listen, c, listen, sizeof listen);
+        if (rc == 0)
+            rc = pi_rt_start_locked(listen);
     }
     if (rc < 0) {
         pthread_mutex_unlock(&g_pi.mu);

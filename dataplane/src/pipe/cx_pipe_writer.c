@@ -141,7 +141,9 @@ static void direct_add(struct pi_writer *w, const char *addr)
         cx_link_close(k);
         return;
     }
+    const char *colon = strstr(addr, "://"); /* cx_connect found a driver: it is there */
     pthread_mutex_lock(&w->cork_mu);
+    snprintf(w->link, sizeof w->link, "%.*s", colon ? (int)(colon - addr) : 0, addr);
     dl->link = k;
     if (w->corked)
         set_cork(cx_link_fd(k), 1);

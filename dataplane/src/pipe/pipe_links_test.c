@@ -1,0 +1,233 @@
+/* The direct writer->reader link over each transport a pipe may use: a real space server
+ * process, a reader process whose runtime listens on tcp, shm, ucx or tls, and a writer
+ * process that dials it. The reader gets exactly 0..N-1 in order, and pi_link says on both
+ * sides which transport carried the segments. Also: a scheme a pipe cannot use is EINVAL.
+ * Each way of naming the listener is used once: the default, a bare scheme in pi_options,
+ * a bare scheme in CONFLUX_PIPE_LISTEN, a full address. */
+#define _GNU_SOURCE
+#include "common/cx_test.h"
+#include "pipe/pipe_testutil.h"
+
+#ifdef CX_HAVE_TLS
+#include "transport/tls/tls_testcerts.h"
+#endif
+
+#define N 2000
+
+static struct space_proc SP;
+static int SP_up;
+
+static int space_once(void)
+{
+    if (!SP_up)
+        SP_up = space_up(&SP) == 0 ? 1 : -1;
+    return SP_up > 0 ? 0 : -1;
+}
+
+/* 0, or why not (stderr), for a child's exit code */
+static int link_is(int d, const char *want, const char *who)
+{
+    char got[PI_LINK_MAX] = "?";
+    if (pi_link(d, got, sizeof got) != 0 || strcmp(got, want) != 0) {
+        fprintf(stderr, "  %s: pi_link says '%s', want '%s' (%s)\n", who, got, want, cx_errmsg());
+        return -1;
+    }
+    return 0;
+}
+
+/* The reader process: listens as listen / env say, attaches, tells the parent, reads all. */
+static void reader_main(const char *pipe_name, const char *listen, const char *env, const char *scheme,
+                        int ready_fd)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (env)
+        setenv("CONFLUX_PIPE_LISTEN", env, 1);
+    else
+        unsetenv("CONFLUX_PIPE_LISTEN");
+    struct pi_options o = {.listen = listen};
+    int s = pi_space_open(SP.addr, &o);
+    int r = s < 0 ? -1 : pi_attach(pipe_name, s);
+    if (r < 0) {
+        fprintf(stderr, "  reader: open: %s\n", cx_errmsg());
+        _exit(2);
+    }
+    if (write(ready_fd, "r", 1) != 1)
+        _exit(3);
+    if (read_all(r, 0, N, 20000) != N)
+        _exit(4); /* read_all said why */
+    struct pi_reader_stats st;
+    pi_reader_stats(r, &st);
+    fprintf(stderr, "    reader (%s): %llu segments from the writer, %llu from the space\n", scheme,
+            (unsigned long long)st.from_writer, (unsigned long long)st.from_space);
+    if (link_is(r, scheme, "reader") < 0)
+        _exit(5);
+    pi_shutdown();
+    _exit(0);
+}
+
+/* The writer process: waits for the reader's direct link, writes 0..N-1, checks the link. */
+static void writer_main(const char *pipe_name, const char *scheme)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int s = pi_space_open(SP.addr, NULL);
+    int w = s < 0 ? -1 : pi_create(pipe_name, s, PI_CREATE);
+    if (w < 0) {
+        fprintf(stderr, "  writer: open: %s\n", cx_errmsg());
+        _exit(2);
+    }
+    struct pi_writer_stats ws = {0};
+    for (int i = 0; i < 2000 && ws.direct == 0; i++) { /* up to 20 s: a loaded machine */
+        pi_writer_stats(w, &ws);
+        if (ws.direct == 0)
+            usleep(10000);
+    }
+    if (ws.direct != 1) {
+        fprintf(stderr, "  writer: no direct link to the reader (%llu)\n", (unsigned long long)ws.direct);
+        _exit(3);
+    }
+    if (write_n(w, 0, N, 0) < 0)
+        _exit(4);
+    if (link_is(w, scheme, "writer") < 0)
+        _exit(5);
+    if (pi_close(w) != 0) {
+        fprintf(stderr, "  writer: pi_close: %s\n", cx_errmsg());
+        _exit(6);
+    }
+    pi_shutdown();
+    _exit(0);
+}
+
+static int child_ok(pid_t pid, const char *who)
+{
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "  %s exited with status %#x\n", who, st);
+        return 0;
+    }
+    return 1;
+}
+
+/* One writer and one reader process stream N segments over the reader's listener. */
+static int stream_over(const char *pipe_name, const char *listen, const char *env, const char *scheme)
+{
+    int ready[2];
+    if (space_once() < 0 || pipe(ready) != 0)
+        return -1;
+    pid_t rd = fork();
+    if (rd == 0) {
+        close(ready[0]);
+        reader_main(pipe_name, listen, env, scheme, ready[1]);
+    }
+    close(ready[1]);
+    char c;
+    int up = read(ready[0], &c, 1) == 1;
+    close(ready[0]);
+    if (!up) { /* the reader failed to open; its status says how */
+        child_ok(rd, "reader");
+        return -1;
+    }
+    pid_t wr = fork();
+    if (wr == 0)
+        writer_main(pipe_name, scheme);
+    int ok = child_ok(wr, "writer");
+    ok &= child_ok(rd, "reader");
+    return ok ? 0 : -1;
+}
+
+CX_TEST(tcp_by_default)
+{
+    CX_CHECK_EQ_INT(stream_over("links-tcp", NULL, NULL, "tcp"), 0);
+}
+
+CX_TEST(shm_bare_scheme_in_options)
+{
+    CX_CHECK_EQ_INT(stream_over("links-shm", "shm", NULL, "shm"), 0);
+}
+
+CX_TEST(ucx_bare_scheme_in_environment)
+{
+#ifndef CX_HAVE_UCX
+    CX_SKIP("built without UCX (libucx-dev absent)");
+#else
+    /* as the transport's tests: no cma (it aborts the process when a peer dies mid-read) */
+    setenv("UCX_TLS", "tcp,posix,sysv,self", 0);
+    setenv("UCX_NET_DEVICES", "lo", 0);
+    CX_CHECK_EQ_INT(stream_over("links-ucx", NULL, "ucx", "ucx"), 0);
+#endif
+}
+
+CX_TEST(tls_full_address_with_test_certificates)
+{
+#ifndef CX_HAVE_TLS
+    CX_SKIP("built without TLS (libssl-dev absent)");
+#else
+    char dir[64] = "/tmp/cxpipe-tls-XXXXXX", ca[128], cert[128], key[128];
+    CX_CHECK(mkdtemp(dir) != NULL);
+    struct tc_id cid = {0}, node = {0};
+    int rc = tc_make(&cid, "Conflux test CA", NULL, NULL, -1, 30, 1) |
+             tc_make(&node, "node-1", "conflux-test", &cid, -1, 30, 2) | tc_write(&cid, dir, "ca") |
+             tc_write(&node, dir, "node");
+    tc_free(&cid);
+    tc_free(&node);
+    snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+    snprintf(cert, sizeof cert, "%s/node.pem", dir);
+    snprintf(key, sizeof key, "%s/node.key", dir);
+    /* both children inherit the node's credentials: the reader to listen, the writer to dial */
+    setenv("CONFLUX_TLS_CA", ca, 1);
+    setenv("CONFLUX_TLS_CERT", cert, 1);
+    setenv("CONFLUX_TLS_KEY", key, 1);
+    int res = rc ? -2 : stream_over("links-tls", "tls://127.0.0.1:0", NULL, "tls");
+    unsetenv("CONFLUX_TLS_CA");
+    unsetenv("CONFLUX_TLS_CERT");
+    unsetenv("CONFLUX_TLS_KEY");
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "  could not remove %s\n", dir);
+    CX_CHECK_EQ_INT(res, 0);
+#endif
+}
+
+CX_TEST(a_scheme_a_pipe_cannot_use_is_einval)
+{
+    CX_CHECK_EQ_INT(space_once(), 0);
+    const char *bad[] = {"udp://127.0.0.1:0", "bogus", "tcpx://127.0.0.1:0", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        struct pi_options o = {.listen = bad[i]};
+        errno = 0;
+        CX_CHECK_EQ_INT(pi_space_open(SP.addr, &o), -1);
+        CX_CHECK_EQ_INT(errno, EINVAL);
+        CX_CHECK(strstr(cx_errmsg(), "tcp, shm, ucx or tls") != NULL);
+    }
+    setenv("CONFLUX_PIPE_LISTEN", "carrier-pigeon", 1);
+    errno = 0;
+    int s = pi_space_open(SP.addr, NULL);
+    int e = errno;
+    unsetenv("CONFLUX_PIPE_LISTEN");
+    CX_CHECK_EQ_INT(s, -1);
+    CX_CHECK_EQ_INT(e, EINVAL);
+    CX_CHECK(strstr(cx_errmsg(), "CONFLUX_PIPE_LISTEN") != NULL);
+    /* nothing was left half-open: a good address works afterwards */
+    s = pi_space_open(SP.addr, NULL);
+    CX_CHECK(s >= 0);
+    char got[PI_LINK_MAX];
+    CX_CHECK_EQ_INT(pi_link(100000, got, sizeof got), -1);
+    CX_CHECK_EQ_INT(errno, EBADF);
+    int w = pi_create("links-einval", s, PI_CREATE);
+    CX_CHECK(w >= 0);
+    CX_CHECK_EQ_INT(pi_link(w, got, sizeof got), 0);
+    CX_CHECK_STR(got, ""); /* no reader: no direct link */
+    CX_CHECK_EQ_INT(pi_link(w, got, 0), -1);
+    CX_CHECK_EQ_INT(errno, ERANGE);
+    CX_CHECK_EQ_INT(pi_close(w), 0);
+    CX_CHECK_EQ_INT(pi_shutdown(), 0);
+}
+
+CX_TEST(zz_space_down)
+{
+    if (SP_up > 0)
+        space_down(&SP);
+    SP_up = 0;
+}
+
+CX_TEST_MAIN()
