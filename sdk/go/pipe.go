@@ -22,7 +22,7 @@ const maxSegment = 1 << 30 // CX_FRAME_MAX_MSG: no segment is larger
 
 // SpaceOptions tune a Space (zero values: the library's defaults).
 type SpaceOptions struct {
-	Listen    string        // where writers reach this process's readers ("tcp://0.0.0.0:0")
+	Listen    string        // where writers reach this process's readers: tcp, shm, ucx or tls, bare or a full address ("tcp://0.0.0.0:0"; default $CONFLUX_PIPE_LISTEN, else tcp)
 	ReaderMem int           // bytes a reader buffers in memory before spilling to /tmp (64 MiB)
 	Window    int           // segments a writer may have unacknowledged by the space (1024)
 	Timeout   time.Duration // how long calls wait for the space (10 s)

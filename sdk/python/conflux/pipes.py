@@ -32,8 +32,9 @@ def _timeout_ms(timeout):
 
 class Space:
     """An open space (pi_space_open). address: "tcp://host:port" of its space server.
-    listen: where writers reach this process's readers (default: the address used to reach
-    the space, any port); reader_mem: bytes a reader buffers before spilling to /tmp;
+    listen: where writers reach this process's readers: tcp, shm, ucx or tls, a bare name or a
+    full address (default: $CONFLUX_PIPE_LISTEN, else tcp on the address used to reach the
+    space, any port); reader_mem: bytes a reader buffers before spilling to /tmp;
     window: segments a writer may have unacknowledged; timeout: seconds calls wait for the
     space (library default 10)."""
 
