@@ -155,6 +155,12 @@ static void *inbound_thread(void *arg)
             pthread_mutex_lock(&g_pi.mu);
             continue;
         }
+        /* Arm each direct link before blocking on its fd: shm and ucx wake the fd only for
+         * an armed reader, and tls may hold decrypted bytes the socket no longer shows.
+         * -EAGAIN: progress has work (or a failure to report) first. */
+        int busy = 0;
+        for (struct pi_inbound *ib = g_pi.in; ib; ib = ib->next)
+            busy |= cx_link_arm(ib->link) < 0;
         int n = 0;
         pf[n++] = (struct pollfd){.fd = g_pi.lops->listener_fd(g_pi.listener), .events = POLLIN};
         if (g_pi.wake_fd >= 0)
@@ -163,7 +169,7 @@ static void *inbound_thread(void *arg)
             pf[n++] = (struct pollfd){.fd = cx_link_fd(ib->link), .events = POLLIN};
         n += pi_reader_fds(pf + n, (int)(sizeof pf / sizeof pf[0]) - n);
         pthread_mutex_unlock(&g_pi.mu);
-        poll(pf, (nfds_t)n, writers_wait ? 1 : 20); /* 20 ms: reconnect timers */
+        poll(pf, (nfds_t)n, busy ? 0 : writers_wait ? 1 : 20); /* 20 ms: reconnect timers */
         uint64_t cnt;
         if (g_pi.wake_fd >= 0 && read(g_pi.wake_fd, &cnt, sizeof cnt) < 0) {
             /* nothing was pending (non-blocking) */
