@@ -1,7 +1,10 @@
 /* The persistent-pipe layer in the microbenchmark suite: one-way latency against segment
  * size, bandwidth with a window of Q outstanding segments (Q = 8, 16, 64, 100) and CPU per
  * segment, through the public pipe API (cx_pipe.h) over one space server (confluxd
- * --role=space, started by run.sh), printed as micro.h's JSON lines (layer "pipe", link "tcp").
+ * --role=space, started by run.sh), printed as micro.h's JSON lines (layer "pipe"). The
+ * direct writer-to-reader link listens where CONFLUX_PIPE_LISTEN says (tcp, shm, ucx or tls;
+ * unset: tcp); each row's "link" is the one the reader's descriptor reports (pi_link) once
+ * segments flowed, else the configured scheme. Segments also reach the space server over tcp.
  *
  *   layer_pipe <space address> <quick|full> [reps] [hot-spot peers (quick 2, full 4)]
  *
@@ -138,6 +141,23 @@ static int cmpd(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 static int reps;
+static int g_reader = -1; /* the measuring process's reader descriptor: its pi_link names the rows' link */
+static char g_link[PI_LINK_MAX];
+
+/* The link to print: what the reader's direct link reports, once known; until then (or if it
+ * reports none) the scheme CONFLUX_PIPE_LISTEN configures, tcp when unset. */
+static const char *row_link(void)
+{
+    if (!g_link[0] && g_reader >= 0 && pi_link(g_reader, g_link, sizeof g_link) < 0) g_link[0] = 0;
+    if (g_link[0]) return g_link;
+    const char *e = getenv("CONFLUX_PIPE_LISTEN");
+    static char conf[PI_LINK_MAX];
+    if (!e || !*e) return "tcp";
+    size_t n = strcspn(e, ":");
+    if (n >= sizeof conf) n = sizeof conf - 1;
+    memcpy(conf, e, n), conf[n] = 0;
+    return conf;
+}
 static void emit(const char *test, const char *params, const char *metric, const char *unit,
                  double *r, long n, int ok)
 {
@@ -145,11 +165,13 @@ static void emit(const char *test, const char *params, const char *metric, const
     memcpy(s, r, sizeof(double) * (size_t)reps);
     qsort(s, (size_t)reps, sizeof *s, cmpd);
     double med = reps % 2 ? s[reps / 2] : (s[reps / 2 - 1] + s[reps / 2]) / 2;
-    printf("{\"layer\":\"pipe\",\"link\":\"tcp\",\"test\":\"%s\",\"params\":{%s},\"metric\":\"%s\","
-           "\"unit\":\"%s\",\"median\":%.4g,\"min\":%.4g,\"max\":%.4g,\"reps\":[", test, params, metric,
-           unit, med, s[0], s[reps - 1]);
+    const char *link = row_link(); /* first: it fills g_link, which the note reads */
+    printf("{\"layer\":\"pipe\",\"link\":\"%s\",\"test\":\"%s\",\"params\":{%s},\"metric\":\"%s\","
+           "\"unit\":\"%s\",\"median\":%.4g,\"min\":%.4g,\"max\":%.4g,\"reps\":[", link, test, params,
+           metric, unit, med, s[0], s[reps - 1]);
     for (int i = 0; i < reps; i++) printf("%s%.4g", i ? "," : "", r[i]);
-    printf("],\"n\":%ld,\"matched\":%s,\"note\":\"space server fsync none\"}\n", n, ok ? "true" : "false");
+    printf("],\"n\":%ld,\"matched\":%s,\"note\":\"space server fsync none%s\"}\n", n, ok ? "true" : "false",
+           g_link[0] ? "" : "; no direct link reported (pi_link empty): the configured link");
     fflush(stdout);
 }
 
@@ -293,6 +315,7 @@ int main(int argc, char **argv)
     if (w < 0) die("pi_create");
     hot_open(&h, s);
     int r = attach_retry(pong, s);
+    g_reader = r;
     uint8_t *buf = calloc(1, MAXSEG), *in = malloc(MAXSEG);
     static const size_t LQ[] = {8, 1024, 65536}, LF[] = {8, 64, 512, 4096, 32768, 262144, 1048576};
     static const size_t BQ[] = {64, 65536}, BF[] = {64, 512, 4096, 32768, 262144, 1048576};

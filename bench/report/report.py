@@ -40,8 +40,15 @@ def why_missing(layer, link, test):
     if layer == "channel" and link not in ("tcp", "shm", "ucx", "tls"):
         return ("the channel runtime joins processes over shm, tcp, ucx or tls (the address it "
                 "listens on); DPDK ports are not wired into it (dataplane/src/channel README)")
-    if layer == "pipe" and link != "tcp":
-        return "pipes reach the space server and their readers over TCP only"
+    if layer == "pipe" and link not in ("tcp", "shm", "ucx", "tls"):
+        return ("a pipe's direct writer-to-reader link listens on tcp, shm, ucx or tls "
+                "(CONFLUX_PIPE_LISTEN); DPDK ports are not wired into the pipe runtime, which "
+                "refuses other schemes (dataplane/src/pipe README)")
+    if layer == "pipe" and link in ("shm", "ucx"):
+        return ("not run by default (bench/micro/run.sh's PIPE_LINKS): the pipe runtime polls its "
+                "in-bound shm and ucx links without arming them, so a reader wakes on its 20 ms "
+                "poll timer (~10 ms one way; bench/micro README); PIPE_LINKS='tcp shm ucx tls' "
+                "runs them anyway")
     if layer == "driver" and link in ("dpdk", "af_packet"):
         return ("not in this run's results: DPDK is not installed, or (af_packet) network "
                 "namespaces could not be made (root and iproute2 needed), or the run failed: "
