@@ -24,7 +24,7 @@ REPS=${REPS:-$(quick && echo 3 || echo 5)}
 PREPS=${PREPS:-$(quick && echo 1 || echo 3)}   # repetitions of the external peers' runs
 HOT_PEERS=${HOT_PEERS:-$(quick && echo 2 || echo 4)}
 PARTS=${PARTS:-all}   # a subset: links dpdk chan pipe mpi ucx_perftest sockperf iperf3
-PIPE_LINKS=${PIPE_LINKS:-tcp tls}   # the pipe layer's direct links (of tcp shm ucx tls): see README
+PIPE_LINKS=${PIPE_LINKS:-tcp shm ucx tls}   # the pipe layer's direct links (a subset to run fewer)
 UTLS=${CX_BENCH_UCX_TLS:-tcp}
 TMO=$(quick && echo 90 || echo 1200)
 export UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n
@@ -259,12 +259,8 @@ elif [ -x "$B/layer_pipe" ] && [ -x "$CONFLUXD" ]; then
   addr=$(awk '/^listening/ {print $2}' "$tmp/space.out")
   if [ -n "$addr" ]; then
     for link in tcp shm ucx tls; do
-      # shm and ucx only when asked: the pipe runtime's in-bound thread polls their fds without
-      # arming them, so readers wake on its 20 ms poll timer (~10 ms one way; a quick run of
-      # either outlasts its 90 s timeout); see README
       if [[ " $PIPE_LINKS " != *" $link "* ]]; then
-        why=""; [[ $link = shm || $link = ucx ]] && why=": its readers wake on the pipe runtime's 20 ms poll timer, see bench/micro/README.md"
-        say "pipe over $link: not measured (not in PIPE_LINKS=\"$PIPE_LINKS\"$why)"
+        say "pipe over $link: not measured (not in PIPE_LINKS=\"$PIPE_LINKS\")"
         continue
       fi
       env="CONFLUX_PIPE_LISTEN=$link"

@@ -44,11 +44,6 @@ def why_missing(layer, link, test):
         return ("a pipe's direct writer-to-reader link listens on tcp, shm, ucx or tls "
                 "(CONFLUX_PIPE_LISTEN); DPDK ports are not wired into the pipe runtime, which "
                 "refuses other schemes (dataplane/src/pipe README)")
-    if layer == "pipe" and link in ("shm", "ucx"):
-        return ("not run by default (bench/micro/run.sh's PIPE_LINKS): the pipe runtime polls its "
-                "in-bound shm and ucx links without arming them, so a reader wakes on its 20 ms "
-                "poll timer (~10 ms one way; bench/micro README); PIPE_LINKS='tcp shm ucx tls' "
-                "runs them anyway")
     if layer == "driver" and link in ("dpdk", "af_packet"):
         return ("not in this run's results: DPDK is not installed, or (af_packet) network "
                 "namespaces could not be made (root and iproute2 needed), or the run failed: "
