@@ -237,9 +237,9 @@ for link in shm tcp ucx tls; do
 done
 # its peer with the same tests: ZeroMQ (PUB/SUB + PUSH/PULL, as bench/channel uses it)
 if part chan && [ -x "$B/peer_zmq" ]; then
-  cmd="bench/micro/build/peer_zmq $mode $REPS"
+  cmd="bench/micro/build/peer_zmq $mode $REPS $HOT_PEERS"   # the hot-spot too, with 1..HOT_PEERS echo processes
   say "$cmd"
-  timeout "$TMO" "$B/peer_zmq" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" zmq ||
+  timeout "$TMO" "$B/peer_zmq" "$mode" "$REPS" "$HOT_PEERS" 2>"$tmp/err" | tag "$cmd" zmq ||
     { say "peer_zmq failed: $(tail -2 "$tmp/err")"; status=1; }
 elif part chan; then
   say "channel layer's ZeroMQ peer not measured (libzmq-dev missing)"
@@ -286,9 +286,9 @@ if part pipe && [ -x "$B/peer_nats" ] && have nats-server; then
   printf 'listen: 127.0.0.1:%s\nmax_payload: 2097152\n' "$np" >"$tmp/nats.conf"   # 1 MiB segments fit
   nats-server -c "$tmp/nats.conf" >"$tmp/nats.log" 2>&1 & ns=$!; pids+=("$ns")
   for _ in $(seq 100); do grep -q 'Server is ready' "$tmp/nats.log" 2>/dev/null && break; sleep 0.05; done
-  cmd="nats-server -c C (listen 127.0.0.1:P, max_payload 2 MiB) & bench/micro/build/peer_nats 127.0.0.1:P $mode $REPS"
+  cmd="nats-server -c C (listen 127.0.0.1:P, max_payload 2 MiB) & bench/micro/build/peer_nats 127.0.0.1:P $mode $REPS $HOT_PEERS"
   say "$cmd"
-  timeout "$TMO" "$B/peer_nats" "127.0.0.1:$np" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" nats ||
+  timeout "$TMO" "$B/peer_nats" "127.0.0.1:$np" "$mode" "$REPS" "$HOT_PEERS" 2>"$tmp/err" | tag "$cmd" nats ||
     { say "peer_nats failed: $(tail -2 "$tmp/err")"; status=1; }
   kill "$ns" 2>/dev/null; wait "$ns" 2>/dev/null
 elif part pipe; then
