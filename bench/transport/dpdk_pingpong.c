@@ -179,8 +179,8 @@ static int run_one(int na, char **a)
         if (peers < 1 || peers > 16 || na < 4) fail("a hot-spot test needs 1..16 peers last");
         hot_peers = peers > hot_peers ? peers : hot_peers;
         if (!strcmp(test, "hotspot_lat")) hot_lat(n, peers);
-        else if (na >= 5) hot_bw(n, size, atol(a[3]), peers);
-        else fail("hotspot_bw:<windows>:<size>:<q>:<peers>");
+        else if (na >= 5 && atol(a[3]) >= 1 && atol(a[3]) <= 1024) hot_bw(n, size, atol(a[3]), peers);
+        else fail("hotspot_bw:<windows>:<size>:<q 1..1024>:<peers>");
         fflush(stdout);
         return 0;
     }
