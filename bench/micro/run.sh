@@ -9,7 +9,8 @@
 #   peers:   Open MPI (mpi_micro.c, OSU style; btl vader = shm, btl tcp = tcp, pml ucx = ucx),
 #            ucx_perftest (UCX_TLS=posix for shm, $CX_BENCH_UCX_TLS for ucx), sockperf and
 #            iperf3 (tcp), the bare DPDK peer (bench/transport/dpdk_pingpong.c, memif and
-#            af_packet), ZeroMQ (peer_zmq.c: the channel layer), NATS core (peer_nats.c: pipes)
+#            af_packet, and against N servers on each hot-spot fabric), ZeroMQ (peer_zmq.c: the
+#            channel layer), NATS core (peer_nats.c: pipes), these two with hot-spots of their own
 # Every row, with its command, goes to bench/results/micro.jsonl (replaced each run).
 #   bench/micro/run.sh [--quick]       (env: REPS, CX_BENCH_UCX_TLS=tcp, HOT_PEERS, PARTS, PIPE_LINKS)
 set -uo pipefail
