@@ -34,6 +34,8 @@ BARE = {
     "reuse_pct": ("reuse_pct", ("size", "q", "buffers", "reuse_pct"), "MBps", "MBps", "MB/s"),
     "bilat": ("bilat", ("size",), "round_us", "round_us", "us"),
     "bibw": ("bibw", ("size",), "MBps", "MBps", "MB/s"),
+    "hotspot_lat": ("hotspot_lat", ("peers", "size"), "one_way_us", "one_way_us", "us"),
+    "hotspot_bw": ("hotspot_bw", ("peers", "size", "q"), "MBps", "MBps", "MB/s"),
 }
 # dpdk_pingpong's "cpu" -> four rows of test cpu, params (size, q), unit us/msg
 CPU_METRICS = ("send_call_cpu_us", "sender_cpu_us", "receiver_cpu_us", "wall_us")
@@ -81,7 +83,7 @@ def bare_group_rows(groups, a):
              "params": g["params"], "metric": g["metric"], "unit": g["unit"], "reps": vals, "n": g["n"],
              "matched": bool(vals), "cmd": a.cmd}
         notes = [a.note] if a.note else []
-        if g["lost"] and g["test"] == "lat":
+        if g["lost"] and g["test"] in ("lat", "hotspot_lat"):
             notes.append(f"{g['lost']} frames lost over the repetitions (no reliability: their "
                          "rounds were run again)")
         elif g["lost"]:

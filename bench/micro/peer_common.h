@@ -2,7 +2,7 @@
  * the same sizes, windows and message counts, clocks, and micro.h's JSON rows. The echo
  * protocol is theirs too: byte 0 of a message 'E' echoed at the same size, 'B' counted,
  * 'W' counted and answered with struct peer_reply, 'C' answered likewise (zeroing the
- * count), 'Q' quit. */
+ * count), 'T' streamed back (the hot-spot), 'Q' quit. */
 #ifndef PEER_COMMON_H
 #define PEER_COMMON_H
 
@@ -163,6 +163,21 @@ static inline void peer_bidir(const struct peer_io *io, int quick, int reps, voi
     free(buf), free(in);
 }
 
+/* The hot-spot's 'T' (struct peer_cmd: n messages of size bytes, as layer_chan.c's and
+ * layer_pipe.c's sinks take it): the echo end streams them back marked 'D', no window. */
+static inline void peer_serve_stream(const struct peer_io *io, const uint8_t *buf, long len)
+{
+    struct peer_cmd c;
+    if (len < (long)sizeof c) return;
+    memcpy(&c, buf, sizeof c);
+    if (c.size > PEER_MAXMSG || c.size < 8) return;
+    uint8_t *out = calloc(1, c.size);
+    out[0] = 'D';
+    for (uint64_t i = 0; i < c.n; i++) io->send(io->ctx, out, c.size);
+    io->flush(io->ctx);
+    free(out);
+}
+
 /* The echo end: answers until 'Q'. */
 static inline void peer_serve(const struct peer_io *io)
 {
@@ -174,6 +189,7 @@ static inline void peer_serve(const struct peer_io *io)
         if (peer_serve_bidir(io, buf, n)) continue;
         switch (n > 0 ? buf[0] : 0) {
         case 'E': io->send(io->ctx, buf, (size_t)n); io->flush(io->ctx); continue;
+        case 'T': peer_serve_stream(io, buf, n); continue;
         case 'B': count++; continue;
         case 'W': count++, a.count = count; break;
         case 'C': a.kind = 'C', a.count = count, count = 0; break;
@@ -301,6 +317,63 @@ static inline void peer_measure(const struct peer_io *io, int quick, int reps, c
     peer_bidir(io, quick, reps, &pc, peer_emit_cb);
     buf[0] = 'Q';
     io->send(io->ctx, buf, 8);
+    io->flush(io->ctx);
+    free(buf), free(in);
+}
+
+/* The hot node of the hot-spot test: np echo ends (peer_serve), each reached on its own
+ * (send to one of them), all answering into one receiver (recv from any: ZeroMQ's PULL,
+ * one NATS subject), as layer_chan.c's sinks answer into one handler. */
+struct peer_hot_io {
+    void *ctx;
+    void (*send)(void *ctx, int peer, const void *p, size_t n);
+    void (*flush)(void *ctx);
+    long (*recv)(void *ctx, void *buf);
+};
+
+/* hotspot_lat: each round one 8-byte 'E' to each of the first k ends, then their k echoes
+ * (half the round, averaged as the layers do); hotspot_bw: each of k ends streams m messages
+ * of 64 KiB at once ('T'), m * k about 4 MiB (quick) or full_mib; k = 1..np. Then 'Q' to all. */
+static inline void peer_hotspot(const struct peer_hot_io *io, int np, int quick, int reps, long full_mib,
+                                const char *layer, const char *note)
+{
+    uint8_t *buf = calloc(1, PEER_MAXMSG), *in = malloc(PEER_MAXMSG);
+    char prm[96];
+    double r[PEER_MAXREP];
+    for (int k = 1; k <= np; k++) {
+        long n = quick ? 200 : 3000;
+        int ok = 1;
+        buf[0] = 'E';
+        for (int rep = 0; rep < reps; rep++) {
+            double t0 = peer_now();
+            for (long i = 0; i < n; i++) {
+                for (int j = 0; j < k; j++) io->send(io->ctx, j, buf, 8);
+                io->flush(io->ctx);
+                for (int j = 0; j < k; j++) ok &= io->recv(io->ctx, in) == 8;
+            }
+            r[rep] = (peer_now() - t0) / (double)n * 1e6 / 2;
+        }
+        snprintf(prm, sizeof prm, "\"peers\":%d,\"size\":8", k);
+        peer_emit(layer, note, "hotspot_lat", prm, "one_way_us", "us", r, reps, n, ok);
+        uint64_t m = (uint64_t)(((quick ? 4L : full_mib) << 20) / 65536 / k);
+        if (m < 16) m = 16;
+        ok = 1;
+        for (int rep = 0; rep < reps; rep++) {
+            struct peer_cmd c = {.kind = 'T', .n = m, .size = 65536};
+            double t0 = peer_now();
+            for (int j = 0; j < k; j++) io->send(io->ctx, j, &c, sizeof c);
+            io->flush(io->ctx);
+            for (uint64_t i = 0; i < m * (uint64_t)k; i++) {
+                long got = io->recv(io->ctx, in);
+                ok &= got == 65536 && in[0] == 'D';
+            }
+            r[rep] = (double)k * (double)m * 65536.0 / (peer_now() - t0) / 1e6;
+        }
+        snprintf(prm, sizeof prm, "\"peers\":%d,\"size\":65536", k);
+        peer_emit(layer, note, "hotspot_bw", prm, "MBps", "MB/s", r, reps, (long)m, ok);
+    }
+    buf[0] = 'Q';
+    for (int j = 0; j < np; j++) io->send(io->ctx, j, buf, 8);
     io->flush(io->ctx);
     free(buf), free(in);
 }

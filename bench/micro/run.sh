@@ -9,7 +9,8 @@
 #   peers:   Open MPI (mpi_micro.c, OSU style; btl vader = shm, btl tcp = tcp, pml ucx = ucx),
 #            ucx_perftest (UCX_TLS=posix for shm, $CX_BENCH_UCX_TLS for ucx), sockperf and
 #            iperf3 (tcp), the bare DPDK peer (bench/transport/dpdk_pingpong.c, memif and
-#            af_packet), ZeroMQ (peer_zmq.c: the channel layer), NATS core (peer_nats.c: pipes)
+#            af_packet, and against N servers on each hot-spot fabric), ZeroMQ (peer_zmq.c: the
+#            channel layer), NATS core (peer_nats.c: pipes), these two with hot-spots of their own
 # Every row, with its command, goes to bench/results/micro.jsonl (replaced each run).
 #   bench/micro/run.sh [--quick]       (env: REPS, CX_BENCH_UCX_TLS=tcp, HOT_PEERS, PARTS, PIPE_LINKS)
 set -uo pipefail
@@ -166,6 +167,27 @@ dpdk_links() {
     [ "$link" = af_packet ] && afp_down
   done
 }
+# the bare DPDK peer's hot-spot on the fabric the caller made: servers 1..HOT_PEERS, then the
+# hot node (client) once they are ready, PREPS times; hs_port <j> gives end j's port (0: the
+# hot node), hs_ns <j> the words that run a command in its namespace (none for memif)
+bare_hotspot() { # <link> <note> <the command shown, <specs> standing for the tests>
+  [ -x "$PP" ] || return 0
+  local link=$1 note=$2 shown=$3 j k s srv specs=() wq
+  wq=$(quick && echo 15 || echo 255)   # micro_tests.c's windows of 16 x 64 KiB, split as its hot-spot does
+  for k in $(seq "$HOT_PEERS"); do
+    specs+=("hotspot_lat:$(quick && echo 200 || echo 5000):8:$k" "hotspot_bw:$((wq / k + 2)):65536:16:$k")
+  done
+  say "${shown/<specs>/${specs[*]}} ($PREPS runs)"
+  for _ in $(seq "$PREPS"); do
+    srv=()
+    for j in $(seq "$HOT_PEERS"); do
+      $(hs_ns "$j") "$PP" server "$(hs_port "$j")" "$j" >"$tmp/bhot-$j.log" 2>&1 & s=$!; pids+=("$s"); srv+=("$s")
+      for _ in $(seq 300); do grep -q '^ready' "$tmp/bhot-$j.log" 2>/dev/null && break; sleep 0.1; done
+    done
+    timeout "$TMO" $(hs_ns 0) "$PP" client "$(hs_port 0)" "${specs[@]}" 2>>"$tmp/dpdk-client.log" | grep '^{'
+    for s in "${srv[@]}"; do dpdk_stop "$s"; done
+  done | "$PY" "$here/collect.py" bare --out "$J" --link "$link" --cmd "${shown/<specs>/${specs[*]}}" --note "$note"
+}
 dpdk_hotspot() { # the hot node and HOT_PEERS servers, all memif clients of one bare DPDK switch
   local sock="$tmp/switch.sock" prefix="cx-micro-switch-$$" sw s j
   "$B/memif_switch" "$sock" $((HOT_PEERS + 1)) "$prefix" >"$tmp/switch.log" 2>&1 & sw=$!; pids+=("$sw")
@@ -180,6 +202,10 @@ dpdk_hotspot() { # the hot node and HOT_PEERS servers, all memif clients of one 
   timeout "$TMO" "$B/micro_dpdk" client "switch:$sock:0" hotspot "$mode" "$REPS" "$HOT_PEERS" \
     2>>"$tmp/dpdk-client.log" | tag "$cmd"
   for s in "${srv[@]}"; do dpdk_stop "$s"; done
+  hs_port() { echo "switch:$sock:$1"; }
+  hs_ns() { :; }
+  bare_hotspot dpdk "memif through memif_switch; servers back off with short sleeps when idle" \
+    "bench/micro/build/memif_switch S $((HOT_PEERS + 1)) P & for j in 1..$HOT_PEERS: bench/transport/build/dpdk_pingpong server switch:S:\$j \$j & bench/transport/build/dpdk_pingpong client switch:S:0 <specs>"
   kill "$sw" 2>/dev/null; wait "$sw" 2>/dev/null
   rm -rf "/var/run/dpdk/$prefix"
 }
@@ -208,6 +234,10 @@ dpdk_hotspot_afp() { # the hot node and HOT_PEERS servers, each in a namespace o
   timeout "$TMO" ip netns exec "cxmicro-h0-$$" "$B/micro_dpdk" client "af_packet:cxh0-$id" hotspot "$mode" "$REPS" \
     "$HOT_PEERS" 2>>"$tmp/dpdk-client.log" | tag "$cmd"
   for s in "${srv[@]}"; do dpdk_stop "$s"; done
+  hs_port() { echo "af_packet:cxh$1-$id"; }
+  hs_ns() { echo ip netns exec "cxmicro-h$1-$$"; }
+  bare_hotspot af_packet "net_af_packet, 4096-frame rings, each end in a namespace with a veth to a Linux bridge; servers back off with short sleeps when idle" \
+    "for j in 1..$HOT_PEERS: ip netns exec Hj bench/transport/build/dpdk_pingpong server af_packet:VHj \$j & ip netns exec H0 bench/transport/build/dpdk_pingpong client af_packet:VH0 <specs> (VHj: veth from namespace Hj to a bridge)"
   afp_down
 }
 if [ -x "$B/micro_dpdk" ]; then
@@ -237,9 +267,9 @@ for link in shm tcp ucx tls; do
 done
 # its peer with the same tests: ZeroMQ (PUB/SUB + PUSH/PULL, as bench/channel uses it)
 if part chan && [ -x "$B/peer_zmq" ]; then
-  cmd="bench/micro/build/peer_zmq $mode $REPS"
+  cmd="bench/micro/build/peer_zmq $mode $REPS $HOT_PEERS"   # the hot-spot too, with 1..HOT_PEERS echo processes
   say "$cmd"
-  timeout "$TMO" "$B/peer_zmq" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" zmq ||
+  timeout "$TMO" "$B/peer_zmq" "$mode" "$REPS" "$HOT_PEERS" 2>"$tmp/err" | tag "$cmd" zmq ||
     { say "peer_zmq failed: $(tail -2 "$tmp/err")"; status=1; }
 elif part chan; then
   say "channel layer's ZeroMQ peer not measured (libzmq-dev missing)"
@@ -286,9 +316,9 @@ if part pipe && [ -x "$B/peer_nats" ] && have nats-server; then
   printf 'listen: 127.0.0.1:%s\nmax_payload: 2097152\n' "$np" >"$tmp/nats.conf"   # 1 MiB segments fit
   nats-server -c "$tmp/nats.conf" >"$tmp/nats.log" 2>&1 & ns=$!; pids+=("$ns")
   for _ in $(seq 100); do grep -q 'Server is ready' "$tmp/nats.log" 2>/dev/null && break; sleep 0.05; done
-  cmd="nats-server -c C (listen 127.0.0.1:P, max_payload 2 MiB) & bench/micro/build/peer_nats 127.0.0.1:P $mode $REPS"
+  cmd="nats-server -c C (listen 127.0.0.1:P, max_payload 2 MiB) & bench/micro/build/peer_nats 127.0.0.1:P $mode $REPS $HOT_PEERS"
   say "$cmd"
-  timeout "$TMO" "$B/peer_nats" "127.0.0.1:$np" "$mode" "$REPS" 2>"$tmp/err" | tag "$cmd" nats ||
+  timeout "$TMO" "$B/peer_nats" "127.0.0.1:$np" "$mode" "$REPS" "$HOT_PEERS" 2>"$tmp/err" | tag "$cmd" nats ||
     { say "peer_nats failed: $(tail -2 "$tmp/err")"; status=1; }
   kill "$ns" 2>/dev/null; wait "$ns" 2>/dev/null
 elif part pipe; then

@@ -66,6 +66,15 @@ def test_summary_has_every_row(tmp_path):
         line = [l for l in cover.splitlines() if l.startswith(f"| driver | {test} |")][0]
         cols = [c.strip() for c in line.split("|")[3:9]]
         assert "dpdk_pingpong" in cols[3] and "dpdk_pingpong" in cols[4], (test, line)
+    # the hot-spot's peers: the bare DPDK peer against N servers on memif and af_packet,
+    # ZeroMQ beside the channel's and NATS core beside the pipe's (tcp); each with a ratio
+    for test in ("hotspot_lat", "hotspot_bw"):
+        for layer, link, peer in (("driver", "dpdk", "dpdk_pingpong"), ("driver", "af_packet", "dpdk_pingpong"),
+                                  ("channel", "tcp", "zmq"), ("pipe", "tcp", "nats")):
+            lines = [l for l in head.splitlines() if l.startswith(f"| {test} | {layer} | {link} | peers=2,")
+                     and f"| {peer} |" in l]
+            assert lines, (test, layer, link, peer)
+            assert float(lines[0].rstrip(" |").split("|")[-1].replace(",", "")) > 0, lines[0]
     # every peer of the fixture appears with a ratio beside a Conflux figure
     for impl in {r["impl"] for r in rows} - {"conflux"}:
         lines = [l for l in head.splitlines() if f"| {impl} |" in l]
@@ -100,9 +109,17 @@ def test_every_empty_cell_has_its_reason(tmp_path):
     pipe_lat = next(l for l in table if l.startswith("| pipe | lat |"))
     cells = [c.strip() for c in pipe_lat.split("|")[3:9]]  # shm tcp ucx dpdk af_packet tls
     assert all(cells[i].startswith("✓") for i in (0, 1, 2, 5)), pipe_lat
-    # a measured cell without a peer says why too (the dpdk hot-spots: memif and af_packet)
+    # a measured cell without a peer says why too (the layers' hot-spots beyond tcp: their
+    # peers run over tcp loopback); the dpdk hot-spots have the bare DPDK peer now
     assert "Measured cells without a peer:" in cover
-    assert "dpdk, af_packet: hotspot_lat, hotspot_bw" in cover
+    nopeer = cover.split("Measured cells without a peer:")[1]
+    assert "pipe on shm, ucx: hotspot_lat, hotspot_bw: NATS core's hot-spot" in nopeer
+    assert "channel on shm, ucx: hotspot_bw: ZeroMQ's hot-spot" in nopeer
+    assert "dpdk" not in nopeer and "N-peer" not in nopeer
+    for layer in ("channel", "pipe"):
+        for test in ("hotspot_lat", "hotspot_bw"):
+            line = next(l for l in table if l.startswith(f"| {layer} | {test} |"))
+            assert ("zmq" if layer == "channel" else "nats") in line.split("|")[4], line
 
 
 def test_plots_are_png(tmp_path):

@@ -1,6 +1,7 @@
 # Builds the dpdk driver's benchmark pair: build/dpdk_bench (the Conflux dpdk link, against
 # dataplane/build/libconflux.a) and build/dpdk_pingpong (bare DPDK, its peer: dpdk_pingpong.c,
-# the client and main; dpdk_bare.c, port and frames; dpdk_bare_server.c). Used by
+# the client and main; dpdk_bare.c, port and frames; dpdk_bare_server.c; dpdk_bare_hot.c, the
+# hot-spot). Used by
 # run.sh (make -f dpdk.mk); without DPDK (pkg-config libdpdk) it builds nothing.
 BUILD ?= build
 DP := ../../dataplane
@@ -24,7 +25,7 @@ $(BUILD)/dpdk_bench: dpdk_bench.c $(LIBCX)
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) -o $@ dpdk_bench.c $(LIBCX) $(shell $(MAKE) -s -C $(DP) print-ldlibs) -pthread -lm
 
-BARE := dpdk_pingpong.c dpdk_bare.c dpdk_bare_server.c
+BARE := dpdk_pingpong.c dpdk_bare.c dpdk_bare_server.c dpdk_bare_hot.c
 
 $(BUILD)/dpdk_pingpong: $(BARE) dpdk_bare.h
 	@mkdir -p $(BUILD)

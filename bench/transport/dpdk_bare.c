@@ -88,9 +88,16 @@ void fail(const char *what)
 
 void start(const char *role, const char *port)
 {
-    char vdev[300], prefix[64];
+    char vdev[400], prefix[64];
     is_memif = strncmp(port, "af_packet:", 10) != 0;
-    if (is_memif)
+    if (!strncmp(port, "switch:", 7)) { /* a switch port: always the memif client */
+        char path[256];
+        snprintf(path, sizeof path, "%s", port + 7);
+        char *id = strrchr(path, ':');
+        if (!id) fail("switch:<path>:<id>");
+        *id++ = 0;
+        snprintf(vdev, sizeof vdev, "--vdev=net_memif0,role=client,id=%s,socket=%s,socket-abstract=no", id, path);
+    } else if (is_memif)
         snprintf(vdev, sizeof vdev, "--vdev=net_memif0,role=%s,socket=%s,socket-abstract=no", role, port);
     else
         snprintf(vdev, sizeof vdev, "--vdev=net_af_packet0,iface=%s,framecnt=4096", port + 10);
@@ -130,10 +137,24 @@ void start(const char *role, const char *port)
     if (!l.link_status && !srv_stop) fail("link did not come up");
 }
 
+uint8_t frame_src = HOT_ID, frame_dst = 1;
+static const uint8_t MAC_PREFIX[5] = {0x02, 0xcf, 0, 0, 0};
+
 uint8_t mark(struct rte_mbuf *m)
 {
     const uint8_t *d = rte_pktmbuf_mtod(m, const uint8_t *);
-    return m->data_len > 22 && d[0] == 0x02 ? d[1] : 0;
+    if (m->data_len < HDRS || d[12] != 0x88 || d[13] != 0xb5 || memcmp(d, MAC_PREFIX, 5) || d[5] != frame_src)
+        return 0;
+    return d[38];
+}
+
+uint8_t sender(struct rte_mbuf *m) { return rte_pktmbuf_mtod(m, const uint8_t *)[11]; }
+
+void address(struct rte_mbuf *m)
+{
+    uint8_t *d = rte_pktmbuf_mtod(m, uint8_t *);
+    memcpy(d, MAC_PREFIX, 5), memcpy(d + 6, MAC_PREFIX, 5);
+    d[5] = frame_dst, d[11] = frame_src;
 }
 
 uint64_t num(struct rte_mbuf *m, unsigned off)
@@ -153,8 +174,9 @@ struct rte_mbuf *frame(uint8_t mk, size_t len, const uint8_t *src)
         ;
     uint8_t *d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(HDRS + len));
     if (!d) fail("a frame does not fit an mbuf");
-    memset(d, 0xab, 30);
-    d[0] = 0x02, d[1] = mk, d[12] = 0x88, d[13] = 0xb5; /* local experimental ethertype */
+    memset(d, 0xab, 39);
+    address(m);
+    d[12] = 0x88, d[13] = 0xb5, d[38] = mk; /* local experimental ethertype */
     memcpy(d + 22, &frame_tag, sizeof frame_tag);
     if (src) memcpy(d + HDRS, src, len);
     return m;

@@ -14,8 +14,10 @@
 #define BURST 32
 #define WAIT_S 10.0
 
-/* Byte 0 of every frame is 0x02 (ours: stray kernel frames on a veth are not), byte 1 what
- * the frame is; bytes 14..21 carry a number. */
+/* Every frame is addressed (MAC 02:cf:00:00:00:<id>, so a learning switch or a Linux bridge
+ * forwards it: the hot-spot's ends), has the local experimental ethertype 0x88b5 (stray
+ * kernel frames on a veth do not), says what it is at byte 38 and carries numbers at bytes
+ * 14, 22 and 30. A frame for another id is not ours (a switch floods the unknown). */
 enum {
     M_ECHO = 0xab,  /* answer with the same frame (lat) */
     M_DATA = 0xcd,  /* count its payload */
@@ -26,7 +28,11 @@ enum {
     M_PEER = 0xd0,  /* a message frame the server sends in bilat/bibw */
     M_PEND = 0xd1,  /* the last frame of the server's bibw stream */
     M_QUIT = 0xdd,
+    M_HSTREAM = 0xc4, /* hot-spot: stream windows to the hot node (dpdk_bare_hot.c) */
+    M_HWEND = 0xc5,   /* the last frame of such a window */
+    M_HACK = 0xc6,    /* the hot node's answer to it */
 };
+#define HOT_ID 200 /* the hot node's (and the pair's client's) id; servers are 1..N */
 
 double now(void);
 int cmp(const void *a, const void *b); /* qsort of doubles */
@@ -36,12 +42,16 @@ double thread_cpu(void);               /* CLOCK_THREAD_CPUTIME_ID */
 void fail(const char *what) __attribute__((noreturn));
 
 extern int is_memif; /* the port is memif (it has a link state), else af_packet */
-/* Starts the EAL and port 0: role "server" or "client", port a memif socket path or
+/* Starts the EAL and port 0: role "server" or "client", port a memif socket path,
+ * switch:<path>:<id> (memif client interface <id> of bench/micro's memif_switch) or
  * af_packet:<iface>; the server prints "ready" once the port runs. */
 void start(const char *role, const char *port);
 void stop(void); /* stops the port and the EAL, removes the EAL's runtime directory */
 
+extern uint8_t frame_src, frame_dst; /* this end's id, the id frames go to */
 uint8_t mark(struct rte_mbuf *m);                 /* what a frame is (0: not ours) */
+uint8_t sender(struct rte_mbuf *m);               /* the id a frame came from */
+void address(struct rte_mbuf *m);                 /* from frame_src to frame_dst */
 uint64_t num(struct rte_mbuf *m, unsigned off);   /* the number at byte off */
 extern uint64_t frame_tag; /* written at byte 22 of every frame: bw's window number */
 struct rte_mbuf *frame(uint8_t mk, size_t len, const uint8_t *src);
@@ -58,6 +68,14 @@ size_t frames_of(size_t size);
  * (server_signals, called before start, so a server waiting for its client stops too). */
 void server_signals(void);
 extern volatile int srv_stop;
+extern int srv_idle_sleep; /* back off with short sleeps when idle (the hot-spot's servers) */
 int server(void);
+
+/* The hot-spot (dpdk_bare_hot.c), the client against servers 1..peers: every round an
+ * 8-byte ping to each, then their echoes; every server streaming `windows` windows of q
+ * messages at once, each window answered. Print a JSON line each. */
+void hot_lat(long rounds, int peers);
+void hot_bw(long windows, size_t size, long q, int peers);
+void hot_srv_stream(struct rte_mbuf *cmd); /* the server's side of hot_bw */
 
 #endif

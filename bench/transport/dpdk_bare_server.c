@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 volatile int srv_stop; /* SIGTERM: leave the loop, clean the EAL's files up */
 static void on_term(int sig) { (void)sig; srv_stop = 1; }
@@ -24,6 +25,7 @@ static uint8_t serve_frame(struct rte_mbuf *m)
     if (mk == M_DATA || mk == M_WEND) srv_bytes += m->data_len - HDRS;
     srv_data_frames += mk == M_DATA;
     if (mk == M_ECHO) {
+        address(m); /* back to the sender */
         send_burst(&m, 1);
         return mk;
     }
@@ -37,7 +39,7 @@ static uint8_t serve_frame(struct rte_mbuf *m)
         send_burst(&a, 1);
     }
     else if (mk == M_RESET) srv_bytes = 0;
-    if (mk != M_BILAT && mk != M_BIBW) rte_pktmbuf_free(m);
+    if (mk != M_BILAT && mk != M_BIBW && mk != M_HSTREAM) rte_pktmbuf_free(m);
     return mk;
 }
 
@@ -47,7 +49,7 @@ static void srv_drain(void)
     uint16_t n = rte_eth_rx_burst(0, 0, m, BURST);
     for (uint16_t i = 0; i < n; i++) {
         uint8_t mk = serve_frame(m[i]);
-        if (mk == M_BILAT || mk == M_BIBW) rte_pktmbuf_free(m[i]); /* no command inside a command */
+        if (mk == M_BILAT || mk == M_BIBW || mk == M_HSTREAM) rte_pktmbuf_free(m[i]); /* no command inside a command */
     }
 }
 
@@ -75,11 +77,14 @@ static void srv_bibw(uint64_t n, size_t size)
     drain_fn = NULL;
 }
 
+int srv_idle_sleep;
+
 int server(void)
 {
     struct rte_mbuf *m[BURST];
     struct rte_eth_link l;
     double last_check = now();
+    unsigned idle = 0;
     srv_buf = calloc(1, 1 << 20);
     while (!srv_stop) {
         uint16_t n = rte_eth_rx_burst(0, 0, m, BURST);
@@ -90,10 +95,16 @@ int server(void)
             if (mk == M_BILAT || mk == M_BIBW) { /* run once the rest of the burst is served */
                 cmd = mk, a = num(m[i], 14), b = num(m[i], 22), base = srv_data_frames;
                 rte_pktmbuf_free(m[i]);
+            } else if (mk == M_HSTREAM) {
+                hot_srv_stream(m[i]);
+                rte_pktmbuf_free(m[i]);
             } else if (mk == M_QUIT) {
                 goto out;
             }
         }
+        if (n) idle = 0;
+        else if (srv_idle_sleep && ++idle > 2000) /* as memif_switch: 20 us, then 200 us */
+            usleep(idle > 20000 ? 200 : 20);
         if (b > (1u << 20)) b = 1u << 20;
         if (cmd == M_BILAT) srv_bilat(a, b, base);
         else if (cmd == M_BIBW) srv_bibw(a, b);

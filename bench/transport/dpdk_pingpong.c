@@ -15,14 +15,21 @@
  *        buffer 0 with that probability (buffer reuse)
  *   dpdk_pingpong client <port> bilat <n> <size>  both ends send one message per round at once
  *   dpdk_pingpong client <port> bibw <n> <size>   both ends stream n messages at once
+ *   dpdk_pingpong client <port> hotspot_lat <rounds> 8 <peers>
+ *        the hot-spot (dpdk_bare_hot.c) against servers 1..peers: each round a ping to all
+ *   dpdk_pingpong client <port> hotspot_bw <windows> <size> <q> <peers>
+ *        all of them stream windows of q messages at once
  *   dpdk_pingpong client <port> <test>:<n>:<size>[:<q>...] ...   several tests, one port set-up;
  *        test also overlap, reuse_fifo, reuse_pct, cpu (bw with those parameters, named as
  *        such; bw's JSON has the CPU per message: in send calls, of this process and of the
  *        server's, and the wall time)
  *
- * <port> is a memif socket path (the server is the memif server) or af_packet:<iface> (a
- * net_af_packet vdev with a 4096-frame ring on a kernel interface, e.g. one end of a veth
- * pair: the default 512 frames drop most of a window of 64 KiB messages). The client prints
+ * <port> is a memif socket path (the server is the memif server), switch:<path>:<id> (a port
+ * of bench/micro's memif_switch) or af_packet:<iface> (a net_af_packet vdev with a 4096-frame
+ * ring on a kernel interface, e.g. one end of a veth pair: the default 512 frames drop most
+ * of a window of 64 KiB messages). `dpdk_pingpong server <port> <id>` is hot-spot server
+ * <id> (1..16): it backs off with short sleeps when idle, as the Conflux servers it stands
+ * beside block on their fd. The client prints
  * one JSON object: {"median_us","avg_us"} (lat), {"round_us"} (bilat) or {"MBps"} (payload
  * bytes the server received, MB = 10^6), with "lost" = frames that did not arrive. Both ends
  * busy-poll. The server exits when the client is gone after having connected (memif) or on
@@ -154,6 +161,8 @@ static int run_bw(const char *as, long n, size_t size, long q, double compute_us
     return 0;
 }
 
+static int hot_peers; /* the servers to tell to quit at the end */
+
 /* Runs one test: a[0] = lat|bw|bilat|bibw|overlap|reuse_fifo|reuse_pct|cpu (the last four
  * are bw with their parameters; bw prints its CPU per message too), a[1] = n, a[2] = size, a[3..] = bw's q, compute_us, buffers,
  * reuse_pct. Prints one JSON line; "as" names the test of bench/micro it stands for. */
@@ -165,6 +174,16 @@ static int run_one(int na, char **a)
     size_t size = (size_t)atol(a[2]);
     if (n < 1 || size > (1u << 20)) fail("bad n or size");
     if (!strcmp(test, "overlap") || !strncmp(test, "reuse_", 6) || !strcmp(test, "cpu")) test = "bw";
+    if (!strncmp(test, "hotspot_", 8)) { /* <n> <size> [q] <peers>: the last argument */
+        int peers = atoi(a[na - 1]);
+        if (peers < 1 || peers > 16 || na < 4) fail("a hot-spot test needs 1..16 peers last");
+        hot_peers = peers > hot_peers ? peers : hot_peers;
+        if (!strcmp(test, "hotspot_lat")) hot_lat(n, peers);
+        else if (na >= 5 && atol(a[3]) >= 1 && atol(a[3]) <= 1024) hot_bw(n, size, atol(a[3]), peers);
+        else fail("hotspot_bw:<windows>:<size>:<q 1..1024>:<peers>");
+        fflush(stdout);
+        return 0;
+    }
     uint8_t *src = calloc(1, size ? size : 1);
     size_t fr = frames_of(size);
     int rc = 0;
@@ -249,13 +268,20 @@ static int run_one(int na, char **a)
 int main(int argc, char **argv)
 {
     if (argc >= 3 && !strcmp(argv[1], "server")) {
-        if (strncmp(argv[2], "af_packet:", 10)) unlink(argv[2]); /* a memif server leaves its socket */
+        if (strncmp(argv[2], "af_packet:", 10) && strncmp(argv[2], "switch:", 7))
+            unlink(argv[2]); /* a memif server leaves its socket */
+        frame_src = 1, frame_dst = HOT_ID;
+        if (argc > 3) { /* a hot-spot server */
+            int id = atoi(argv[3]);
+            if (id < 1 || id > 16) fail("a server's id is 1..16");
+            frame_src = (uint8_t)id, srv_idle_sleep = 1;
+        }
         server_signals();
         start("server", argv[2]);
         return server();
     }
     if (argc < 4 || strcmp(argv[1], "client")) {
-        fprintf(stderr, "usage: %s server <port> | client <port> <test> <n> <size> [q [compute_us "
+        fprintf(stderr, "usage: %s server <port> [id] | client <port> <test> <n> <size> [q [compute_us "
                 "[buffers [reuse_pct]]]] | client <port> <test>:<n>:<size>[:q...] ...\n", argv[0]);
         return 2;
     }
@@ -272,7 +298,11 @@ int main(int argc, char **argv)
             rc = run_one(na, a);
         }
     }
-    if (!is_memif) send_ctl(M_QUIT, 0, 0); /* af_packet has no link state to see us leave */
+    if (!is_memif && !hot_peers) send_ctl(M_QUIT, 0, 0); /* af_packet has no link state to see us leave */
+    for (int j = 1; j <= hot_peers; j++) { /* nor has a switch port */
+        frame_dst = (uint8_t)j;
+        send_ctl(M_QUIT, 0, 0);
+    }
     usleep(100000);
     stop();
     return rc;
