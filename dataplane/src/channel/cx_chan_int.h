@@ -67,6 +67,13 @@ struct chan_ep {
     int dead;
     struct cx_chan *ch;
     struct cx_chan_sink *sink; /* a derived sink's own endpoint; NULL = the channel's plain sinks */
+    /* The receive fast path (cx_chan_sink.c): while exactly one sink receives on this
+     * endpoint it is `solo` and an event reaches it without the runtime lock. Receivers
+     * count themselves in `active` before they read `solo`; a closer clears `solo`, then
+     * waits (`waiting`, ctx lock) until `active` drains: a Dekker pair, both seq_cst. */
+    struct cx_chan_sink *solo; /* written under ctx lock, read atomically */
+    unsigned active;           /* fast receivers inside (atomic) */
+    unsigned waiting;          /* closers waiting for active (ctx lock; read atomically) */
 };
 
 struct chan_out; /* a queued control frame (cx_chan_peer.c) */
@@ -338,6 +345,8 @@ void chan_ep_recv(void *ep, const struct cx_frame_hdr *h, const void *payload, s
 /* Runs local sinks' handlers for queued events (progress thread, no lock held). */
 int chan_dispatch_local(struct cx_chan_ctx *ctx, int budget);
 void chan_sink_detach(struct cx_chan_sink *k); /* ctx lock held; the channel goes away */
+/* Recomputes ep->solo: its only live sink, or NULL (ctx lock held). */
+void chan_ep_solo_update(struct cx_chan *ch, struct chan_ep *ep);
 
 /* ---- cx_chan_derived.c ---- */
 /* Checks a filter expression against a format (install time). 0 or -EINVAL with message. */
