@@ -158,6 +158,12 @@ struct cx_chan {
     struct chan_ep *plain_ep;  /* endpoint of the sinks without filter or projection */
     unsigned nplain;
     struct cx_chan_stats st;
+    /* The submit fast path (cx_chan_source.c): while the channel's only delivery target is
+     * one remote sink over shm with an empty queue, `route` is it and a submit sends under
+     * that peer's lock alone. Submitters count themselves in `route_active` before they read
+     * `route`; chan_route_off clears it and waits until they left (seq_cst Dekker pair). */
+    struct chan_dest *route;   /* written under ctx lock, read atomically */
+    unsigned route_active;     /* fast submitters inside (atomic) */
 };
 
 /* A request waiting for its reply (JOIN). */
@@ -278,6 +284,10 @@ int chan_peer_post(struct chan_peer *p, const struct cx_frame_hdr *h, const void
  * Peer lock held. */
 int chan_peer_send_event(struct chan_peer *p, const struct cx_frame_hdr *h,
                          const struct cx_format *fmt, const struct iovec *iov, int iovcnt);
+/* The same without the runtime lock (peer lock held): a broken link sets p->failed and
+ * returns the error; the caller kicks the progress thread once it may take the ctx lock. */
+int chan_peer_send_event_nokick(struct chan_peer *p, const struct cx_frame_hdr *h,
+                                const struct cx_format *fmt, const struct iovec *iov, int iovcnt);
 /* Records that the link carried fmt's description (peer lock and ctx lock held). */
 int chan_peer_pushed(struct chan_peer *p, uint64_t token);
 /* The engine source of a peer, registered on the progress thread. */
@@ -333,6 +343,11 @@ int chan_check_convert(const struct cx_format *from, const struct cx_format *to)
 int chan_check_native(const struct cx_format *fmt, const char *what);
 /* Sends what waits in the queues of p's dests while the link has room (both locks held). */
 int chan_drain_peer(struct chan_peer *p);
+/* Turns ch's submit fast path off and waits until no submitter uses it (ctx lock held;
+ * fast submitters never block, so this only spins briefly). Every change to ch->dests, a
+ * dest's peer or queue outside the slow submit path calls it first; the next slow submit
+ * turns the fast path on again when its conditions hold. */
+void chan_route_off(struct cx_chan *ch);
 /* Drops p from every dest (p is going away; ctx lock held). */
 void chan_forget_peer(struct cx_chan_ctx *ctx, struct chan_peer *p);
 

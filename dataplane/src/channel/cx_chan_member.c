@@ -199,6 +199,8 @@ static struct chan_member *member_find(struct cx_chan *ch, const char *addr, uin
 
 void chan_dest_free(struct chan_dest *d)
 {
+    if (d->ch)
+        chan_route_off(d->ch); /* no fast submitter may still hold d */
     if (d->peer)
         d->peer->queued -= d->q.n;
     if (d->local)
@@ -228,6 +230,7 @@ static int dest_add_remote(struct cx_chan *ch, const struct chan_member *m)
         ch->ctx->need_connect = 1; /* only a process with a source needs a link to a sink */
         chan_kick(ch->ctx);
     }
+    chan_route_off(ch); /* two targets now: the general path */
     d->next = ch->dests;
     ch->dests = d;
     return 0;

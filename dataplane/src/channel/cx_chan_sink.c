@@ -345,6 +345,7 @@ int cx_chan_sink(struct cx_chan *ch, const struct cx_chan_sink_opts *o, cx_chan_
     d->local = 1;
     d->sink = k;
     k->ldest = d;
+    chan_route_off(ch); /* a local target now: the general path */
     d->next = ch->dests;
     ch->dests = d;
     k->next = ch->sinks;
