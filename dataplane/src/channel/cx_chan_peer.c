@@ -216,7 +216,14 @@ int chan_peer_flush(struct chan_peer *p)
 {
     int work = 0;
     pthread_mutex_lock(&p->lock);
-    pthread_mutex_lock(&p->ctx->lock);
+    /* Never wait for the runtime lock while holding the link: a submitter holding it would
+     * find the link busy, queue its event and come back, and the two would take turns for
+     * good (every event through the queue). A busy runtime lock means a submitter that
+     * drains the queue itself (cx_chan_source.c); the next round looks again. */
+    if (pthread_mutex_trylock(&p->ctx->lock) != 0) {
+        pthread_mutex_unlock(&p->lock);
+        return 0;
+    }
     while (p->out && !p->failed) {
         struct chan_out *o = p->out;
         int rc;

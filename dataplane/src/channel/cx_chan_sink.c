@@ -165,6 +165,7 @@ static int recv_solo(struct chan_ep *ep, struct chan_peer *p, const struct cx_fr
     __atomic_add_fetch(&ch->st.received_bytes, CX_FRAME_HDR_SIZE + len, __ATOMIC_RELAXED);
     if (rc == 0) {
         __atomic_add_fetch(&ch->st.delivered, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&ch->st.delivered_fast, 1, __ATOMIC_RELAXED);
         struct chan_ep *outer = fast_ep;
         fast_ep = ep;
         k->fn(k->arg, &ev);

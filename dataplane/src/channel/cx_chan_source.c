@@ -281,9 +281,13 @@ static void deliver_remote(struct sub *u, struct chan_dest *d)
         }
     }
     struct chan_peer *p = d->peer;
-    if (!d->q.n && p && !p->failed && pthread_mutex_trylock(&p->lock) == 0) {
+    if (p && !p->failed && pthread_mutex_trylock(&p->lock) == 0) {
         int sent = 0;
-        if (cx_link_pending(p->link) < CHAN_LINK_HIGH) {
+        /* what waits goes first, from here rather than the progress thread: a steady stream
+         * would otherwise keep the queue (and the general path) for good */
+        if (d->q.n)
+            chan_drain_peer(p);
+        if (!d->q.n && !p->failed && cx_link_pending(p->link) < CHAN_LINK_HIGH) {
             struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .channel = d->tag, .seq = u->seq,
                                      .format = cx_format_token(fmt)};
             if (chan_peer_send_event(p, &h, fmt, e->iov, e->iovcnt) == 0)
@@ -330,9 +334,10 @@ static int submit_fast(struct sub *u)
             uint64_t seq = __atomic_add_fetch(&s->seq, 1, __ATOMIC_RELAXED);
             struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .channel = d->tag, .seq = seq,
                                      .format = s->token};
-            if (chan_peer_send_event_nokick(p, &h, s->fmt, u->enc.iov, u->enc.iovcnt) == 0)
+            if (chan_peer_send_event_nokick(p, &h, s->fmt, u->enc.iov, u->enc.iovcnt) == 0) {
                 count_sent(ch, p, u->enc.length);
-            else
+                __atomic_add_fetch(&ch->st.sent_fast, 1, __ATOMIC_RELAXED);
+            } else
                 kick = 1; /* the progress thread removes the process */
             __atomic_add_fetch(&ch->st.submitted, 1, __ATOMIC_RELAXED);
             /* what did not fit the ring only the progress thread flushes */
