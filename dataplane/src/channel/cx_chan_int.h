@@ -3,12 +3,23 @@
  * Locks. One mutex per process runtime (ctx->lock) guards every table, queue and counter.
  * One recursive mutex per peer (peer->lock) guards its link, because a driver link must not
  * be sent on and progressed at once. Order: peer lock, then ctx lock. The progress thread
- * takes a peer lock blockingly; other threads take one only with trylock while they hold
- * ctx->lock (if it is busy the event is queued and the progress thread sends it), so no
- * thread ever waits for a peer lock while holding ctx->lock except the progress thread,
- * which no other thread waits for. Sink handlers run with ctx->lock released. Engine
- * sources are added and removed only on the progress thread (cx_engine_add from another
- * thread would wait for the round, which may wait for ctx->lock). */
+ * takes a peer lock blockingly; other threads take one only with trylock (if it is busy the
+ * event is queued and the progress thread sends it), so no thread ever waits for a peer
+ * lock while holding ctx->lock except the progress thread, which no other thread waits for;
+ * and the progress thread's flush takes ctx->lock only with trylock while it holds a peer
+ * lock (a submitter holding ctx->lock and finding the link busy would otherwise take turns
+ * with it, every event through the queue). Sink handlers run with ctx->lock released.
+ * Engine sources are added and removed only on the progress thread (cx_engine_add from
+ * another thread would wait for the round, which may wait for ctx->lock).
+ *
+ * Fast paths (README "Fast paths"): a submit to a channel's `route` holds only that peer's
+ * lock (trylock, never ctx->lock inside: it takes ctx->lock afterwards to kick, if at all);
+ * a remote event for an endpoint's `solo` sink is handled under the peer lock alone. Both
+ * are guarded by a counter of the threads inside (route_active, ep->active) that whoever
+ * changes what they read waits for, with ctx->lock held: chan_route_off spins (a fast
+ * submitter never blocks), solo_quiesce waits on ctx->cv (a handler may block). Counters
+ * those paths update (sent, sent_shm, sent_ucx, sent_bytes, submitted, delivered,
+ * received_bytes, the *_fast ones) and a source's seq are changed atomically everywhere. */
 #ifndef CX_CHAN_INT_H
 #define CX_CHAN_INT_H
 
