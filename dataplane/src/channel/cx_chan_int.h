@@ -17,9 +17,12 @@
  * a remote event for an endpoint's `solo` sink is handled under the peer lock alone. Both
  * are guarded by a counter of the threads inside (route_active, ep->active) that whoever
  * changes what they read waits for, with ctx->lock held: chan_route_off spins (a fast
- * submitter never blocks), solo_quiesce waits on ctx->cv (a handler may block). Counters
- * those paths update (sent, sent_shm, sent_ucx, sent_bytes, submitted, delivered,
- * received_bytes, the *_fast ones) and a source's seq are changed atomically everywhere. */
+ * submitter never blocks), solo_quiesce waits on ctx->cv (a handler may block). The fast
+ * submit counts in ch->fast_* and numbers with a plain increment of the source's seq (its
+ * writers are serialized by the peer lock and the route protocol); delivered and
+ * received_bytes are written only inside the runtime's engine rounds, which the engine's
+ * lock serializes, so every writer uses chan_count and cx_chan_stats reads them
+ * atomically. */
 #ifndef CX_CHAN_INT_H
 #define CX_CHAN_INT_H
 
@@ -175,6 +178,10 @@ struct cx_chan {
      * `route`; chan_route_off clears it and waits until they left (seq_cst Dekker pair). */
     struct chan_dest *route;   /* written under ctx lock, read atomically */
     unsigned route_active;     /* fast submitters inside (atomic) */
+    /* What the fast submit path sent, kept apart from `st` (written under ctx lock): its
+     * writers hold the route's peer lock and never run beside the general path, so these
+     * are plain increments (chan_count), read atomically by cx_chan_stats. */
+    uint64_t fast_submitted, fast_sent, fast_bytes;
 };
 
 /* A request waiting for its reply (JOIN). */
@@ -237,6 +244,14 @@ struct chan_ctrl {
     uint64_t token, req;
     char *chan, *addr, *filter, *text;
 };
+
+/* Adds n to a counter that has one writer at a time (serialized by a lock its readers do
+ * not take: the engine's round for the receive counters, the route's peer lock for the fast
+ * submit's): no locked read-modify-write, but no torn value for a concurrent reader. */
+static inline void chan_count(uint64_t *c, uint64_t n)
+{
+    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
 
 /* ---- cx_chan_ctx.c ---- */
 void chan_kick(struct cx_chan_ctx *ctx);             /* ctx lock held */

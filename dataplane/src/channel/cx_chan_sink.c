@@ -119,8 +119,8 @@ static int run_handler(struct cx_chan_sink *k, uint64_t token, void *wire, size_
 static void sink_done(struct cx_chan_sink *k, int rc, const char *err)
 {
     k->busy--;
-    if (k->ch && rc == 0) /* atomic: the receive fast path counts without the lock */
-        __atomic_add_fetch(&k->ch->st.delivered, 1, __ATOMIC_RELAXED);
+    if (k->ch && rc == 0) /* in a round: see chan_count */
+        chan_count(&k->ch->st.delivered, 1);
     if (k->ch && rc < 0) {
         k->ch->st.errors++;
         snprintf(k->err, sizeof k->err, "%s", err);
@@ -162,10 +162,10 @@ static int recv_solo(struct chan_ep *ep, struct chan_peer *p, const struct cx_fr
                                .seq = h->seq, .from = p->addr};
     char err[CHAN_ERR_MAX];
     int rc = sink_convert(k, &ev, NULL, p->addr, err, sizeof err);
-    __atomic_add_fetch(&ch->st.received_bytes, CX_FRAME_HDR_SIZE + len, __ATOMIC_RELAXED);
+    chan_count(&ch->st.received_bytes, CX_FRAME_HDR_SIZE + len); /* in a round: one writer */
     if (rc == 0) {
-        __atomic_add_fetch(&ch->st.delivered, 1, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&ch->st.delivered_fast, 1, __ATOMIC_RELAXED);
+        chan_count(&ch->st.delivered, 1);
+        chan_count(&ch->st.delivered_fast, 1);
         struct chan_ep *outer = fast_ep;
         fast_ep = ep;
         k->fn(k->arg, &ev);
@@ -218,7 +218,7 @@ void chan_ep_recv(void *arg, const struct cx_frame_hdr *h, const void *payload, 
         pthread_mutex_unlock(&ctx->lock);
         return;
     }
-    __atomic_add_fetch(&ep->ch->st.received_bytes, CX_FRAME_HDR_SIZE + len, __ATOMIC_RELAXED);
+    chan_count(&ep->ch->st.received_bytes, CX_FRAME_HDR_SIZE + len);
     for (struct cx_chan_sink *k = ep->ch->sinks; k; k = k->next)
         cnt++;
     if (cnt > BATCH && !(g = malloc(cnt * sizeof *g)))

@@ -119,15 +119,12 @@ static void enqueue(struct chan_dest *d, struct chan_ref *r)
     chan_kick(ctx);
 }
 
-/* Atomic: the submit fast path counts without the runtime lock. */
 static void count_sent(struct cx_chan *ch, const struct chan_peer *p, size_t len)
 {
-    __atomic_add_fetch(&ch->st.sent, 1, __ATOMIC_RELAXED);
-    if (p->shm)
-        __atomic_add_fetch(&ch->st.sent_shm, 1, __ATOMIC_RELAXED);
-    if (p->ucx)
-        __atomic_add_fetch(&ch->st.sent_ucx, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&ch->st.sent_bytes, CX_FRAME_HDR_SIZE + len, __ATOMIC_RELAXED);
+    ch->st.sent++;
+    ch->st.sent_shm += (uint64_t)p->shm;
+    ch->st.sent_ucx += (uint64_t)p->ucx;
+    ch->st.sent_bytes += CX_FRAME_HDR_SIZE + len;
 }
 
 /* Sends a queued event (peer lock and ctx lock held). */
@@ -331,15 +328,16 @@ static int submit_fast(struct sub *u)
     if (p && pthread_mutex_trylock(&p->lock) == 0) {
         if (!p->failed && cx_link_pending(p->link) < CHAN_LINK_HIGH) {
             /* under the peer lock: numbered in the order the link carries them */
-            uint64_t seq = __atomic_add_fetch(&s->seq, 1, __ATOMIC_RELAXED);
-            struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .channel = d->tag, .seq = seq,
+            chan_count(&s->seq, 1);
+            struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .channel = d->tag, .seq = s->seq,
                                      .format = s->token};
             if (chan_peer_send_event_nokick(p, &h, s->fmt, u->enc.iov, u->enc.iovcnt) == 0) {
-                count_sent(ch, p, u->enc.length);
-                __atomic_add_fetch(&ch->st.sent_fast, 1, __ATOMIC_RELAXED);
-            } else
+                chan_count(&ch->fast_sent, 1);
+                chan_count(&ch->fast_bytes, CX_FRAME_HDR_SIZE + u->enc.length);
+            } else {
                 kick = 1; /* the progress thread removes the process */
-            __atomic_add_fetch(&ch->st.submitted, 1, __ATOMIC_RELAXED);
+            }
+            chan_count(&ch->fast_submitted, 1);
             /* what did not fit the ring only the progress thread flushes */
             kick |= !chan_on_progress_thread(ch->ctx) && cx_link_pending(p->link);
             done = 1;
@@ -436,7 +434,7 @@ static int submit(struct cx_chan_source *s, const void *event, void *owned,
         __atomic_store_n(&s->seq, u->seq, __ATOMIC_RELAXED);
         if (u->ref)
             u->ref->seq = u->seq; /* made while waiting, another submit may have gone first */
-        __atomic_add_fetch(&ch->st.submitted, 1, __ATOMIC_RELAXED);
+        ch->st.submitted++;
         size_t i = 0;
         for (struct chan_dest *d = ch->dests; d; d = d->next, i++) {
             if (!pass[i]) {
