@@ -233,6 +233,10 @@ struct cx_chan_stats {
     uint64_t sent_shm;       /* of the frames counted in `sent`, those handed to shm links */
     uint32_t ucx_sinks;      /* of net_sinks, those reached over ucx (a fabric's fast link) */
     uint64_t sent_ucx;       /* of the frames counted in `sent`, those handed to ucx links */
+    uint64_t sent_fast;      /* of `sent`, those that left by the submit fast path (one remote
+                              * sink over shm, queue empty: the peer's lock only; README) */
+    uint64_t delivered_fast; /* of `delivered`, remote events handed to an endpoint's only
+                              * sink without the runtime lock (README, receive fast path) */
 };
 
 void cx_chan_stats(struct cx_chan *ch, struct cx_chan_stats *out);

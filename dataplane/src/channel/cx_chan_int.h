@@ -3,12 +3,26 @@
  * Locks. One mutex per process runtime (ctx->lock) guards every table, queue and counter.
  * One recursive mutex per peer (peer->lock) guards its link, because a driver link must not
  * be sent on and progressed at once. Order: peer lock, then ctx lock. The progress thread
- * takes a peer lock blockingly; other threads take one only with trylock while they hold
- * ctx->lock (if it is busy the event is queued and the progress thread sends it), so no
- * thread ever waits for a peer lock while holding ctx->lock except the progress thread,
- * which no other thread waits for. Sink handlers run with ctx->lock released. Engine
- * sources are added and removed only on the progress thread (cx_engine_add from another
- * thread would wait for the round, which may wait for ctx->lock). */
+ * takes a peer lock blockingly; other threads take one only with trylock (if it is busy the
+ * event is queued and the progress thread sends it), so no thread ever waits for a peer
+ * lock while holding ctx->lock except the progress thread, which no other thread waits for;
+ * and the progress thread's flush takes ctx->lock only with trylock while it holds a peer
+ * lock (a submitter holding ctx->lock and finding the link busy would otherwise take turns
+ * with it, every event through the queue). Sink handlers run with ctx->lock released.
+ * Engine sources are added and removed only on the progress thread (cx_engine_add from
+ * another thread would wait for the round, which may wait for ctx->lock).
+ *
+ * Fast paths (README "Fast paths"): a submit to a channel's `route` holds only that peer's
+ * lock (trylock, never ctx->lock inside: it takes ctx->lock afterwards to kick, if at all);
+ * a remote event for an endpoint's `solo` sink is handled under the peer lock alone. Both
+ * are guarded by a counter of the threads inside (route_active, ep->active) that whoever
+ * changes what they read waits for, with ctx->lock held: chan_route_off spins (a fast
+ * submitter never blocks), solo_quiesce waits on ctx->cv (a handler may block). The fast
+ * submit counts in ch->fast_* and numbers with a plain increment of the source's seq (its
+ * writers are serialized by the peer lock and the route protocol); delivered and
+ * received_bytes are written only inside the runtime's engine rounds, which the engine's
+ * lock serializes, so every writer uses chan_count and cx_chan_stats reads them
+ * atomically. */
 #ifndef CX_CHAN_INT_H
 #define CX_CHAN_INT_H
 
@@ -67,6 +81,13 @@ struct chan_ep {
     int dead;
     struct cx_chan *ch;
     struct cx_chan_sink *sink; /* a derived sink's own endpoint; NULL = the channel's plain sinks */
+    /* The receive fast path (cx_chan_sink.c): while exactly one sink receives on this
+     * endpoint it is `solo` and an event reaches it without the runtime lock. Receivers
+     * count themselves in `active` before they read `solo`; a closer clears `solo`, then
+     * waits (`waiting`, ctx lock) until `active` drains: a Dekker pair, both seq_cst. */
+    struct cx_chan_sink *solo; /* written under ctx lock, read atomically */
+    unsigned active;           /* fast receivers inside (atomic) */
+    unsigned waiting;          /* closers waiting for active (ctx lock; read atomically) */
 };
 
 struct chan_out; /* a queued control frame (cx_chan_peer.c) */
@@ -151,6 +172,16 @@ struct cx_chan {
     struct chan_ep *plain_ep;  /* endpoint of the sinks without filter or projection */
     unsigned nplain;
     struct cx_chan_stats st;
+    /* The submit fast path (cx_chan_source.c): while the channel's only delivery target is
+     * one remote sink over shm with an empty queue, `route` is it and a submit sends under
+     * that peer's lock alone. Submitters count themselves in `route_active` before they read
+     * `route`; chan_route_off clears it and waits until they left (seq_cst Dekker pair). */
+    struct chan_dest *route;   /* written under ctx lock, read atomically */
+    unsigned route_active;     /* fast submitters inside (atomic) */
+    /* What the fast submit path sent, kept apart from `st` (written under ctx lock): its
+     * writers hold the route's peer lock and never run beside the general path, so these
+     * are plain increments (chan_count), read atomically by cx_chan_stats. */
+    uint64_t fast_submitted, fast_sent, fast_bytes;
 };
 
 /* A request waiting for its reply (JOIN). */
@@ -214,6 +245,14 @@ struct chan_ctrl {
     char *chan, *addr, *filter, *text;
 };
 
+/* Adds n to a counter that has one writer at a time (serialized by a lock its readers do
+ * not take: the engine's round for the receive counters, the route's peer lock for the fast
+ * submit's): no locked read-modify-write, but no torn value for a concurrent reader. */
+static inline void chan_count(uint64_t *c, uint64_t n)
+{
+    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
 /* ---- cx_chan_ctx.c ---- */
 void chan_kick(struct cx_chan_ctx *ctx);             /* ctx lock held */
 int chan_on_progress_thread(struct cx_chan_ctx *ctx);
@@ -271,6 +310,10 @@ int chan_peer_post(struct chan_peer *p, const struct cx_frame_hdr *h, const void
  * Peer lock held. */
 int chan_peer_send_event(struct chan_peer *p, const struct cx_frame_hdr *h,
                          const struct cx_format *fmt, const struct iovec *iov, int iovcnt);
+/* The same without the runtime lock (peer lock held): a broken link sets p->failed and
+ * returns the error; the caller kicks the progress thread once it may take the ctx lock. */
+int chan_peer_send_event_nokick(struct chan_peer *p, const struct cx_frame_hdr *h,
+                                const struct cx_format *fmt, const struct iovec *iov, int iovcnt);
 /* Records that the link carried fmt's description (peer lock and ctx lock held). */
 int chan_peer_pushed(struct chan_peer *p, uint64_t token);
 /* The engine source of a peer, registered on the progress thread. */
@@ -326,6 +369,11 @@ int chan_check_convert(const struct cx_format *from, const struct cx_format *to)
 int chan_check_native(const struct cx_format *fmt, const char *what);
 /* Sends what waits in the queues of p's dests while the link has room (both locks held). */
 int chan_drain_peer(struct chan_peer *p);
+/* Turns ch's submit fast path off and waits until no submitter uses it (ctx lock held;
+ * fast submitters never block, so this only spins briefly). Every change to ch->dests, a
+ * dest's peer or queue outside the slow submit path calls it first; the next slow submit
+ * turns the fast path on again when its conditions hold. */
+void chan_route_off(struct cx_chan *ch);
 /* Drops p from every dest (p is going away; ctx lock held). */
 void chan_forget_peer(struct cx_chan_ctx *ctx, struct chan_peer *p);
 
@@ -338,6 +386,8 @@ void chan_ep_recv(void *ep, const struct cx_frame_hdr *h, const void *payload, s
 /* Runs local sinks' handlers for queued events (progress thread, no lock held). */
 int chan_dispatch_local(struct cx_chan_ctx *ctx, int budget);
 void chan_sink_detach(struct cx_chan_sink *k); /* ctx lock held; the channel goes away */
+/* Recomputes ep->solo: its only live sink, or NULL (ctx lock held). */
+void chan_ep_solo_update(struct cx_chan *ch, struct chan_ep *ep);
 
 /* ---- cx_chan_derived.c ---- */
 /* Checks a filter expression against a format (install time). 0 or -EINVAL with message. */

@@ -199,6 +199,8 @@ static struct chan_member *member_find(struct cx_chan *ch, const char *addr, uin
 
 void chan_dest_free(struct chan_dest *d)
 {
+    if (d->ch)
+        chan_route_off(d->ch); /* no fast submitter may still hold d */
     if (d->peer)
         d->peer->queued -= d->q.n;
     if (d->local)
@@ -228,6 +230,7 @@ static int dest_add_remote(struct cx_chan *ch, const struct chan_member *m)
         ch->ctx->need_connect = 1; /* only a process with a source needs a link to a sink */
         chan_kick(ch->ctx);
     }
+    chan_route_off(ch); /* two targets now: the general path */
     d->next = ch->dests;
     ch->dests = d;
     return 0;
@@ -571,6 +574,16 @@ void cx_chan_stats(struct cx_chan *ch, struct cx_chan_stats *out)
 {
     pthread_mutex_lock(&ch->ctx->lock);
     *out = ch->st;
+    /* counted outside the lock by their single writers (cx_chan_int.h) */
+    out->delivered = __atomic_load_n(&ch->st.delivered, __ATOMIC_RELAXED);
+    out->delivered_fast = __atomic_load_n(&ch->st.delivered_fast, __ATOMIC_RELAXED);
+    out->received_bytes = __atomic_load_n(&ch->st.received_bytes, __ATOMIC_RELAXED);
+    uint64_t fsent = __atomic_load_n(&ch->fast_sent, __ATOMIC_RELAXED);
+    out->sent_fast = fsent;
+    out->sent += fsent;
+    out->sent_shm += fsent; /* the fast path runs on shm links only */
+    out->sent_bytes += __atomic_load_n(&ch->fast_bytes, __ATOMIC_RELAXED);
+    out->submitted += __atomic_load_n(&ch->fast_submitted, __ATOMIC_RELAXED);
     out->queued = 0;
     for (struct chan_dest *d = ch->dests; d; d = d->next) {
         out->queued += d->q.n;

@@ -153,16 +153,25 @@ static int send_format(struct chan_peer *p, const struct cx_format *fmt)
     return chan_peer_pushed(p, token) < 0 ? cx_err_set(ENOMEM, "channel: out of memory") : 0;
 }
 
-int chan_peer_send_event(struct chan_peer *p, const struct cx_frame_hdr *h,
-                         const struct cx_format *fmt, const struct iovec *iov, int iovcnt)
+int chan_peer_send_event_nokick(struct chan_peer *p, const struct cx_frame_hdr *h,
+                                const struct cx_format *fmt, const struct iovec *iov, int iovcnt)
 {
     if (p->failed)
         return cx_err_set(-p->failed, "channel: link to %s is broken", p->addr);
     int rc = fmt ? send_format(p, fmt) : 0;
     if (rc == 0)
         rc = cx_link_send(p->link, h, iov, iovcnt);
+    if (rc < 0 && !p->failed)
+        p->failed = rc;
+    return rc;
+}
+
+int chan_peer_send_event(struct chan_peer *p, const struct cx_frame_hdr *h,
+                         const struct cx_format *fmt, const struct iovec *iov, int iovcnt)
+{
+    int rc = chan_peer_send_event_nokick(p, h, fmt, iov, iovcnt);
     if (rc < 0)
-        chan_peer_mark_failed(p, rc);
+        chan_peer_mark_failed(p, rc); /* failed is set: this only kicks */
     return rc;
 }
 
@@ -207,7 +216,14 @@ int chan_peer_flush(struct chan_peer *p)
 {
     int work = 0;
     pthread_mutex_lock(&p->lock);
-    pthread_mutex_lock(&p->ctx->lock);
+    /* Never wait for the runtime lock while holding the link: a submitter holding it would
+     * find the link busy, queue its event and come back, and the two would take turns for
+     * good (every event through the queue). A busy runtime lock means a submitter that
+     * drains the queue itself (cx_chan_source.c); the next round looks again. */
+    if (pthread_mutex_trylock(&p->ctx->lock) != 0) {
+        pthread_mutex_unlock(&p->lock);
+        return 0;
+    }
     while (p->out && !p->failed) {
         struct chan_out *o = p->out;
         int rc;

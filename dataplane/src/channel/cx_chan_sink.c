@@ -56,25 +56,28 @@ static void sink_free(struct cx_chan_sink *k)
     free(k);
 }
 
-/* Calls k's handler for one event. Progress thread, no lock held. */
-static int run_handler(struct cx_chan_sink *k, uint64_t token, void *wire, size_t len,
-                       void *native, uint64_t seq, const char *from, char *err, size_t cap)
+/* Fills ev->data in k's format for one event: the source's own struct (same format,
+ * local), in place in the wire buffer (layouts agree) or in k's scratch. 0, 1 (k closed
+ * meanwhile: skip it) or -errno with err filled. Progress thread, no lock held. */
+static int sink_convert(struct cx_chan_sink *k, struct cx_chan_event *ev, void *native,
+                        const char *from, char *err, size_t cap)
 {
     if (__atomic_load_n(&k->dead, __ATOMIC_ACQUIRE))
         return 1; /* closed by an earlier handler of this batch */
-    struct cx_chan_event ev = {.token = token, .wire = wire, .wire_len = len, .seq = seq,
-                               .from = from};
+    uint64_t token = ev->token;
+    void *wire = (void *)ev->wire; /* the link's receive buffer: decode may patch it */
+    size_t len = ev->wire_len;
     /* a registered format never goes away: the last one seen saves the registry's lock */
     if (k->last_token == token && k->last_fmt)
-        ev.format = k->last_fmt;
-    else if ((ev.format = cx_format_registry_lookup(token)))
-        k->last_token = token, k->last_fmt = ev.format;
-    if (!ev.format) {
+        ev->format = k->last_fmt;
+    else if ((ev->format = cx_format_registry_lookup(token)))
+        k->last_token = token, k->last_fmt = ev->format;
+    if (!ev->format) {
         snprintf(err, cap, "event of unknown format %016" PRIx64 " from %s", token, from);
         return -ENOENT;
     }
-    if (k->fmt && native && k->fmt == ev.format) {
-        ev.data = native; /* the source's own struct: no copy, no conversion */
+    if (k->fmt && native && k->fmt == ev->format) {
+        ev->data = native; /* the source's own struct: no copy, no conversion */
     } else if (k->fmt) {
         size_t need = 0;
         void *out;
@@ -95,18 +98,29 @@ static int run_handler(struct cx_chan_sink *k, uint64_t token, void *wire, size_
             snprintf(err, cap, "%s", cx_errmsg());
             return rc;
         }
-        ev.data = out;
+        ev->data = out;
     }
-    k->fn(k->arg, &ev);
     return 0;
+}
+
+/* Calls k's handler for one event. Progress thread, no lock held. */
+static int run_handler(struct cx_chan_sink *k, uint64_t token, void *wire, size_t len,
+                       void *native, uint64_t seq, const char *from, char *err, size_t cap)
+{
+    struct cx_chan_event ev = {.token = token, .wire = wire, .wire_len = len, .seq = seq,
+                               .from = from};
+    int rc = sink_convert(k, &ev, native, from, err, cap);
+    if (rc == 0)
+        k->fn(k->arg, &ev);
+    return rc;
 }
 
 /* After a handler ran (ctx lock held). */
 static void sink_done(struct cx_chan_sink *k, int rc, const char *err)
 {
     k->busy--;
-    if (k->ch && rc == 0)
-        k->ch->st.delivered++;
+    if (k->ch && rc == 0) /* in a round: see chan_count */
+        chan_count(&k->ch->st.delivered, 1);
     if (k->ch && rc < 0) {
         k->ch->st.errors++;
         snprintf(k->err, sizeof k->err, "%s", err);
@@ -115,12 +129,84 @@ static void sink_done(struct cx_chan_sink *k, int rc, const char *err)
         sink_free(k); /* closed from a handler: nobody waits for it */
 }
 
+/* The endpoint whose solo sink's handler this thread runs (a closer from that handler
+ * must not wait for itself). */
+static __thread struct chan_ep *fast_ep;
+
+void chan_ep_solo_update(struct cx_chan *ch, struct chan_ep *ep)
+{
+    struct cx_chan_sink *one = NULL;
+    int n = 0;
+    for (struct cx_chan_sink *k = ch->sinks; k && n < 2; k = k->next)
+        if (k->ep == ep && !k->dead)
+            one = k, n++;
+    __atomic_store_n(&ep->solo, n == 1 && !ep->dead ? one : NULL, __ATOMIC_SEQ_CST);
+}
+
+/* The fast path: ep's only sink gets the event with no lock taken. 1 done, 0 take the
+ * general path (no solo sink now). */
+static int recv_solo(struct chan_ep *ep, struct chan_peer *p, const struct cx_frame_hdr *h,
+                     const void *payload, size_t len)
+{
+    __atomic_add_fetch(&ep->active, 1, __ATOMIC_SEQ_CST);
+    struct cx_chan_sink *k = __atomic_load_n(&ep->solo, __ATOMIC_SEQ_CST);
+    if (!k) {
+        __atomic_sub_fetch(&ep->active, 1, __ATOMIC_SEQ_CST);
+        return 0;
+    }
+    /* k and its channel live until active drains (chan_sink_detach waits for it); a
+     * handler that closes k or the channel frees them, so nothing of them is touched
+     * after the handler returns */
+    struct cx_chan *ch = ep->ch;
+    struct cx_chan_event ev = {.token = h->format, .wire = (void *)payload, .wire_len = len,
+                               .seq = h->seq, .from = p->addr};
+    char err[CHAN_ERR_MAX];
+    int rc = sink_convert(k, &ev, NULL, p->addr, err, sizeof err);
+    chan_count(&ch->st.received_bytes, CX_FRAME_HDR_SIZE + len); /* in a round: one writer */
+    if (rc == 0) {
+        chan_count(&ch->st.delivered, 1);
+        chan_count(&ch->st.delivered_fast, 1);
+        struct chan_ep *outer = fast_ep;
+        fast_ep = ep;
+        k->fn(k->arg, &ev);
+        fast_ep = outer;
+    } else if (rc < 0) {
+        pthread_mutex_lock(&p->ctx->lock);
+        ch->st.errors++;
+        snprintf(k->err, sizeof k->err, "%s", err);
+        pthread_mutex_unlock(&p->ctx->lock);
+    }
+    __atomic_sub_fetch(&ep->active, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&ep->waiting, __ATOMIC_SEQ_CST)) { /* a closer waits for us */
+        pthread_mutex_lock(&p->ctx->lock);
+        pthread_cond_broadcast(&p->ctx->cv);
+        pthread_mutex_unlock(&p->ctx->lock);
+    }
+    return 1;
+}
+
+/* Before k stops being ep's solo sink: no fast receiver may still hold it (ctx lock held;
+ * waits with it released, as chan_wait does). */
+static void solo_quiesce(struct cx_chan_ctx *ctx, struct chan_ep *ep, struct cx_chan_sink *k)
+{
+    if (__atomic_load_n(&ep->solo, __ATOMIC_SEQ_CST) != k)
+        return;
+    __atomic_store_n(&ep->solo, NULL, __ATOMIC_SEQ_CST);
+    unsigned self = fast_ep == ep; /* k's own handler closes it: do not wait for ourselves */
+    __atomic_add_fetch(&ep->waiting, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&ep->active, __ATOMIC_SEQ_CST) > self)
+        chan_wait(ctx, -1);
+    __atomic_sub_fetch(&ep->waiting, 1, __ATOMIC_SEQ_CST);
+}
+
 void chan_ep_recv(void *arg, const struct cx_frame_hdr *h, const void *payload, size_t len)
 {
     struct chan_ep *ep = arg;
     struct chan_peer *p = chan_cur_peer;
     struct cx_chan_ctx *ctx = p->ctx;
     if (h->type != CX_FRAME_DATA)
+        return;
+    if (recv_solo(ep, p, h, payload, len))
         return;
     struct got {
         struct cx_chan_sink *k;
@@ -132,7 +218,7 @@ void chan_ep_recv(void *arg, const struct cx_frame_hdr *h, const void *payload, 
         pthread_mutex_unlock(&ctx->lock);
         return;
     }
-    ep->ch->st.received_bytes += CX_FRAME_HDR_SIZE + len;
+    chan_count(&ep->ch->st.received_bytes, CX_FRAME_HDR_SIZE + len);
     for (struct cx_chan_sink *k = ep->ch->sinks; k; k = k->next)
         cnt++;
     if (cnt > BATCH && !(g = malloc(cnt * sizeof *g)))
@@ -260,10 +346,12 @@ int cx_chan_sink(struct cx_chan *ch, const struct cx_chan_sink_opts *o, cx_chan_
     d->local = 1;
     d->sink = k;
     k->ldest = d;
+    chan_route_off(ch); /* a local target now: the general path */
     d->next = ch->dests;
     ch->dests = d;
     k->next = ch->sinks;
     ch->sinks = k;
+    chan_ep_solo_update(ch, k->ep);
     uint32_t tag = k->ep->tag;
     pthread_mutex_unlock(&ctx->lock);
     if (announce &&
@@ -293,6 +381,7 @@ void chan_sink_detach(struct cx_chan_sink *k)
 {
     struct cx_chan *ch = k->ch;
     struct cx_chan_ctx *ctx = ch->ctx;
+    solo_quiesce(ctx, k->ep, k);
     for (struct cx_chan_sink **pp = &ch->sinks; *pp; pp = &(*pp)->next)
         if (*pp == k) {
             *pp = k->next;
@@ -314,6 +403,7 @@ void chan_sink_detach(struct cx_chan_sink *k)
         chan_kick(ctx);
     }
     __atomic_store_n(&k->dead, 1, __ATOMIC_RELEASE);
+    chan_ep_solo_update(ch, k->ep); /* the one sink left on its endpoint, if one is */
     k->ch = NULL;
     if (k->busy && !chan_on_progress_thread(ctx)) {
         k->closer = 1; /* wait for the handler running on the progress thread */

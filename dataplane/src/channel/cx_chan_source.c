@@ -9,6 +9,7 @@
 #include "common/cx_error.h"
 #include "format/cx_format_registry.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -168,11 +169,39 @@ int chan_drain_peer(struct chan_peer *p)
     return work;
 }
 
+void chan_route_off(struct cx_chan *ch)
+{
+    if (!__atomic_load_n(&ch->route, __ATOMIC_SEQ_CST))
+        return; /* whoever stored NULL last waited already, and nobody set it since */
+    __atomic_store_n(&ch->route, NULL, __ATOMIC_SEQ_CST);
+    for (unsigned spins = 0; __atomic_load_n(&ch->route_active, __ATOMIC_SEQ_CST); spins++) {
+        if (spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+            sched_yield(); /* a fast submitter lost its core inside: let it finish */
+        }
+    }
+}
+
+/* After a slow submit (ctx lock held): the fast path goes on when the channel delivers to
+ * exactly one remote sink, unfiltered and unprojected, over a working shm link, and nothing
+ * waits in its queue (so a direct send keeps the source's order). */
+static void route_update(struct cx_chan *ch)
+{
+    struct chan_dest *d = ch->dests;
+    if (d && !d->next && !d->local && !d->filter && !d->proj_token && d->peer &&
+        d->peer->shm && !d->peer->failed && !d->q.n)
+        __atomic_store_n(&ch->route, d, __ATOMIC_SEQ_CST);
+}
+
 void chan_forget_peer(struct cx_chan_ctx *ctx, struct chan_peer *p)
 {
     for (struct cx_chan *ch = ctx->chans; ch; ch = ch->next)
         for (struct chan_dest *d = ch->dests; d; d = d->next)
             if (d->peer == p) {
+                chan_route_off(ch);
                 d->peer = NULL;
                 ctx->need_connect = 1;
             }
@@ -249,9 +278,13 @@ static void deliver_remote(struct sub *u, struct chan_dest *d)
         }
     }
     struct chan_peer *p = d->peer;
-    if (!d->q.n && p && !p->failed && pthread_mutex_trylock(&p->lock) == 0) {
+    if (p && !p->failed && pthread_mutex_trylock(&p->lock) == 0) {
         int sent = 0;
-        if (cx_link_pending(p->link) < CHAN_LINK_HIGH) {
+        /* what waits goes first, from here rather than the progress thread: a steady stream
+         * would otherwise keep the queue (and the general path) for good */
+        if (d->q.n)
+            chan_drain_peer(p);
+        if (!d->q.n && !p->failed && cx_link_pending(p->link) < CHAN_LINK_HIGH) {
             struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .channel = d->tag, .seq = u->seq,
                                      .format = cx_format_token(fmt)};
             if (chan_peer_send_event(p, &h, fmt, e->iov, e->iovcnt) == 0)
@@ -279,6 +312,45 @@ static void deliver_remote(struct sub *u, struct chan_dest *d)
     }
     if (r)
         enqueue(d, r);
+}
+
+/* The submit fast path: the channel's route (its one remote shm sink, queue empty) gets
+ * the event under that peer's lock alone, no runtime lock. 1 sent (or the link broke: the
+ * sink goes with it, as on the general path), 0 take the general path. */
+static int submit_fast(struct sub *u)
+{
+    struct cx_chan_source *s = u->s;
+    struct cx_chan *ch = s->ch;
+    int done = 0, kick = 0;
+    __atomic_add_fetch(&ch->route_active, 1, __ATOMIC_SEQ_CST);
+    struct chan_dest *d = __atomic_load_n(&ch->route, __ATOMIC_SEQ_CST);
+    struct chan_peer *p = d ? d->peer : NULL; /* d and p live while route_active counts us */
+    if (p && pthread_mutex_trylock(&p->lock) == 0) {
+        if (!p->failed && cx_link_pending(p->link) < CHAN_LINK_HIGH) {
+            /* under the peer lock: numbered in the order the link carries them */
+            chan_count(&s->seq, 1);
+            struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .channel = d->tag, .seq = s->seq,
+                                     .format = s->token};
+            if (chan_peer_send_event_nokick(p, &h, s->fmt, u->enc.iov, u->enc.iovcnt) == 0) {
+                chan_count(&ch->fast_sent, 1);
+                chan_count(&ch->fast_bytes, CX_FRAME_HDR_SIZE + u->enc.length);
+            } else {
+                kick = 1; /* the progress thread removes the process */
+            }
+            chan_count(&ch->fast_submitted, 1);
+            /* what did not fit the ring only the progress thread flushes */
+            kick |= !chan_on_progress_thread(ch->ctx) && cx_link_pending(p->link);
+            done = 1;
+        }
+        pthread_mutex_unlock(&p->lock);
+    }
+    __atomic_sub_fetch(&ch->route_active, 1, __ATOMIC_SEQ_CST);
+    if (kick) {
+        pthread_mutex_lock(&ch->ctx->lock);
+        chan_kick(ch->ctx);
+        pthread_mutex_unlock(&ch->ctx->lock);
+    }
+    return done;
 }
 
 /* A reliable channel: the first sink (that this event goes to) whose queue is full. */
@@ -313,11 +385,17 @@ static int submit(struct cx_chan_source *s, const void *event, void *owned,
             u->release(u->rarg, u->owned);
         return cx_err_wrap(rc, "channel %s: submit", ch->id);
     }
+    if (__atomic_load_n(&ch->route, __ATOMIC_RELAXED) && submit_fast(u)) {
+        if (u->owned && u->release)
+            u->release(u->rarg, u->owned); /* sent from it: nobody keeps it */
+        return 0;
+    }
     long long deadline = -2; /* read the clock only if this submit has to wait */
     char small[64], *pass = small;
     int counted = 0;
     pthread_mutex_lock(&ctx->lock);
     for (;;) {
+        chan_route_off(ch); /* the general path alone numbers and sends (again after a wait) */
         size_t n = 0;
         for (struct chan_dest *d = ch->dests; d; d = d->next)
             n++;
@@ -329,7 +407,7 @@ static int submit(struct cx_chan_source *s, const void *event, void *owned,
             rc = cx_err_set(ENOMEM, "channel: out of memory");
             break;
         }
-        u->seq = s->seq + 1;
+        u->seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED) + 1;
         size_t i = 0;
         for (struct chan_dest *d = ch->dests; d; d = d->next)
             pass[i++] = (char)dest_wants(u, d);
@@ -353,7 +431,7 @@ static int submit(struct cx_chan_source *s, const void *event, void *owned,
         }
     }
     if (rc == 0) {
-        s->seq = u->seq;
+        __atomic_store_n(&s->seq, u->seq, __ATOMIC_RELAXED);
         if (u->ref)
             u->ref->seq = u->seq; /* made while waiting, another submit may have gone first */
         ch->st.submitted++;
@@ -368,6 +446,7 @@ static int submit(struct cx_chan_source *s, const void *event, void *owned,
                 deliver_remote(u, d);
             }
         }
+        route_update(ch);
     }
     if (u->ref)
         chan_ref_put(u->ref); /* the submit's own count */
