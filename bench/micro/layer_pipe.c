@@ -8,6 +8,9 @@
  *
  *   layer_pipe <space address> <quick|full> [reps] [hot-spot peers (quick 2, full 4)]
  *
+ * Over the dpdk driver: LAYER_DPDK gives each process a port of its own and sets
+ * CONFLUX_PIPE_LISTEN=dpdk (layer_dpdk.h); the rows then say "dpdk" (memif) or "af_packet".
+ *
  * Also completion notification (blocking pi_read against polling pi_read_timeout 0, both
  * ends; 'P' / 'K' switch the echo end), overlap and buffer reuse at 64 KiB, Q = 16
  * (layer_common.h), bidirectional latency and bandwidth (peer_common.h), and the hot-spot
@@ -17,6 +20,8 @@
  * writes "pong". Byte 0 of a segment says what it is: 'E' echoed at the same size, 'B'
  * counted, 'W' counted and acknowledged with the reader's count and process CPU seconds,
  * 'C' answered likewise (zeroing the count), 'Q' quit. */
+#include "layer_dpdk.h" /* first: it needs _GNU_SOURCE */
+
 #include "common/cx_error.h"
 #include "peer_common.h" /* layer_common.h and the bidirectional tests */
 #include "pipe/cx_pipe.h"
@@ -149,6 +154,7 @@ static char g_link[PI_LINK_MAX];
 static const char *row_link(void)
 {
     if (!g_link[0] && g_reader >= 0 && pi_link(g_reader, g_link, sizeof g_link) < 0) g_link[0] = 0;
+    if (!strcmp(g_link, "dpdk") && layer_dpdk_link()) return layer_dpdk_link(); /* af_packet's port */
     if (g_link[0]) return g_link;
     const char *e = getenv("CONFLUX_PIPE_LISTEN");
     static char conf[PI_LINK_MAX];
@@ -225,6 +231,7 @@ static void hot_fork(struct hot *h, const char *addr, int np)
         fflush(NULL);
         if ((h->pid[j] = fork()) == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
+            layer_dpdk_env(2 + j);
             _exit(run_echo(addr, h->ping[j], h->pong[j]));
         }
     }
@@ -300,11 +307,13 @@ int main(int argc, char **argv)
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        layer_dpdk_env(1);
         _exit(run_echo(argv[1], ping, pong));
     }
     struct hot h = {0};
     int hot = argc > 4 ? atoi(argv[4]) : (quick ? 2 : 4);
     if (hot > 0 && hot <= 16) hot_fork(&h, argv[1], hot);
+    layer_dpdk_env(0); /* LAYER_DPDK: this process's port, after every fork */
     /* here, not in the echo processes: they may wait long for their next command; a
      * point's stream takes seconds, so 60 s of nothing means the run stalled (it happened
      * at full-mode sizes: a 64 MiB window of segments) */
