@@ -341,7 +341,9 @@ static void hot_fork(struct hot_peer *h, int idx)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         close(p[1]);
         layer_dpdk_env(idx);
-        _exit(run_sink(p[0]));
+        int rc = run_sink(p[0]);
+        layer_dpdk_done();
+        _exit(rc);
     }
     close(p[0]);
     h->fd = p[1];
@@ -421,7 +423,9 @@ int main(int argc, char **argv)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         close(p[1]);
         layer_dpdk_env(1);
-        _exit(run_sink(p[0]));
+        int rc = run_sink(p[0]);
+        layer_dpdk_done();
+        _exit(rc);
     }
     close(p[0]);
     struct hot_peer hp[16];
@@ -565,6 +569,7 @@ int main(int argc, char **argv)
     int st;
     waitpid(pid, &st, 0);
     cx_chan_ctx_destroy(ctx);
+    layer_dpdk_done();
     free(buf);
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }

@@ -26,6 +26,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifdef CX_HAVE_DPDK
+#include "transport/dpdk/cx_dpdk.h"
+#endif
+
 /* The link the rows name: "dpdk" (memif), "af_packet", or NULL without LAYER_DPDK. */
 static inline const char *layer_dpdk_link(void)
 {
@@ -81,6 +85,16 @@ static inline void layer_dpdk_env(int i)
     setenv("CONFLUX_CHAN_SHM", "0", 1);
     setenv("LAYER_CHAN_LISTEN", listen, 1);
     setenv("CONFLUX_PIPE_LISTEN", "dpdk", 1);
+}
+
+/* Stops this process's port and removes the EAL's runtime directory (/var/run/dpdk), which
+ * a process that just exits leaves behind. Call it once the runtime using the port is gone. */
+static inline void layer_dpdk_done(void)
+{
+#ifdef CX_HAVE_DPDK
+    if (layer_dpdk_link())
+        cx_dpdk_shutdown();
+#endif
 }
 
 #endif

@@ -216,6 +216,15 @@ static void emit_cb(void *ectx, const char *test, const char *params, const char
     emit(test, params, metric, unit, (double *)r, n, ok);
 }
 
+/* LAYER_DPDK: the pipe runtime's threads and links go first, then the port */
+static void dpdk_done(void)
+{
+    if (layer_dpdk_link()) {
+        pi_shutdown();
+        layer_dpdk_done();
+    }
+}
+
 /* Hot-spot: this process pings np echo processes (one pipe pair each) every round, then
  * receives a stream of 64 KiB segments from all of them at once; peers = 1..np. The echo
  * processes are forked first thing (a process must not fork once its pipe runtime runs);
@@ -232,7 +241,9 @@ static void hot_fork(struct hot *h, const char *addr, int np)
         if ((h->pid[j] = fork()) == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             layer_dpdk_env(2 + j);
-            _exit(run_echo(addr, h->ping[j], h->pong[j]));
+            int rc = run_echo(addr, h->ping[j], h->pong[j]);
+            dpdk_done();
+            _exit(rc);
         }
     }
 }
@@ -308,7 +319,9 @@ int main(int argc, char **argv)
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         layer_dpdk_env(1);
-        _exit(run_echo(argv[1], ping, pong));
+        int rc = run_echo(argv[1], ping, pong);
+        dpdk_done();
+        _exit(rc);
     }
     struct hot h = {0};
     int hot = argc > 4 ? atoi(argv[4]) : (quick ? 2 : 4);
@@ -439,5 +452,6 @@ int main(int argc, char **argv)
     pi_unlink(ping, s);
     pi_unlink(pong, s);
     pi_space_close(s);
+    dpdk_done();
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }
