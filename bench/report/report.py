@@ -37,14 +37,10 @@ IGNORE_KEYS = {"compute_share"}  # measured, not chosen: not part of a point's i
 def why_missing(layer, link, test):
     """Why a cell has no Conflux row: the reason known from how the suite is built, else the
     run's fault."""
-    if layer == "channel" and link not in ("tcp", "shm", "ucx", "tls"):
-        return ("the channel runtime joins processes over shm, tcp, ucx or tls (the address it "
-                "listens on); DPDK ports are not wired into it (dataplane/src/channel README)")
-    if layer == "pipe" and link not in ("tcp", "shm", "ucx", "tls"):
-        return ("a pipe's direct writer-to-reader link listens on tcp, shm, ucx or tls "
-                "(CONFLUX_PIPE_LISTEN); DPDK ports are not wired into the pipe runtime, which "
-                "refuses other schemes (dataplane/src/pipe README)")
-    if layer == "driver" and link in ("dpdk", "af_packet"):
+    if layer in ("channel", "pipe") and link == "af_packet" and test.startswith("hotspot"):
+        return ("the layers over af_packet run one pair of processes (one veth pair between two "
+                "namespaces, LAYER_DPDK=af_packet:...): no hot-spot peers")
+    if link in ("dpdk", "af_packet"):
         return ("not in this run's results: DPDK is not installed, or (af_packet) network "
                 "namespaces could not be made (root and iproute2 needed), or the run failed: "
                 "see bench/micro/run.sh's output")
@@ -181,11 +177,18 @@ def peers_of(r, rows):
         # driver-layer rows) is its peer there too, as bench/channel has it
         mpi = (r["layer"] == "channel" and p["layer"] == "driver" and p.get("impl") == "openmpi" and
                (p["link"], p["test"], p["metric"]) == (r["link"], r["test"], r["metric"]))
-        if not same and not mpi:
+        # the layers over the dpdk driver: the bare DPDK peer on the same port kind, as for
+        # the driver's rows; the channel also beside ZeroMQ, which has no DPDK link (its tcp rows)
+        on_dpdk = r["layer"] in ("channel", "pipe") and r["link"] in ("dpdk", "af_packet")
+        bare = (on_dpdk and p["layer"] == "driver" and p.get("impl") == "dpdk_pingpong" and
+                (p["link"], p["test"], p["metric"]) == (r["link"], r["test"], r["metric"]))
+        zmq = (on_dpdk and r["layer"] == "channel" and p.get("impl") == "zmq" and
+               (p["layer"], p["link"], p["test"], p["metric"]) == ("channel", "tcp", r["test"], r["metric"]))
+        if not same and not mpi and not bare and not zmq:
             continue
         pp = key_params(p["params"])
         if all(kp.get(k) == v for k, v in pp.items()):
-            res.append(p)
+            res.append(dict(p, impl="zmq (tcp)") if zmq else p)
     # references inside Conflux: tls against the tcp driver (the cost of encryption), and
     # blocking wake-up against busy polling (completion notification cost)
     for p in rows:
