@@ -33,6 +33,7 @@
 #define CHAN_N 3000
 #define BIG 9000 /* well above the memif MTU's 1424-byte payload: fragmented */
 #define PIPE_N 2000
+#define BYE 0xffffffffu /* the source's last event: it has checked its link, the sink may go */
 
 static char g_self[64], g_sock[128];
 static pid_t g_switch;
@@ -135,6 +136,7 @@ struct chan_rx {
     uint32_t next;       /* the next event expected */
     int bad;             /* out of order or wrong content */
     volatile int done;   /* the source: the sink's answer came; the sink: all N arrived */
+    volatile int bye;    /* the sink: the source's BYE came */
     uint32_t answer;     /* the sink's count of good events (at the source) */
     char from[128];      /* the other process's address */
 };
@@ -143,6 +145,10 @@ static void sink_on(void *arg, const struct cx_chan_event *e)
 {
     struct chan_rx *r = arg;
     const struct tev *v = e->data;
+    if (v->i == BYE) {
+        __atomic_store_n(&r->bye, 1, __ATOMIC_RELEASE);
+        return;
+    }
     int ok = v->i == r->next && v->n == tev_size(v->i);
     for (uint32_t j = 0; ok && j < v->n; j++)
         ok = v->data[j] == tev_byte(v->i, j);
@@ -223,8 +229,11 @@ static int role_chan_source(void)
     int rc = r.answer == CHAN_N ? 0 : 1;
     if (rc)
         fprintf(stderr, "  chan-source: the sink got %u good events of %d\n", r.answer, CHAN_N);
-    if (link_is_dpdk(ctx, r.from, "chan-source") < 0)
+    if (link_is_dpdk(ctx, r.from, "chan-source") < 0) /* before the sink may leave */
         rc = 1;
+    struct tev bye = {.i = BYE, .n = 0, .data = buf};
+    if (cx_chan_submit_wait(src, &bye, 30000) < 0)
+        FAIL("chan-source: bye");
     fprintf(stderr, "  chan-source (%s): %d events of 0..%d bytes delivered in order over dpdk\n",
             cx_dpdk_port_desc(), CHAN_N, BIG);
     cx_chan_ctx_destroy(ctx);
@@ -250,11 +259,15 @@ static int role_chan_sink(const char *ev_id, const char *done_id)
         fprintf(stderr, "  chan-sink: %u of %d events after 120 s\n", r.next, CHAN_N);
         return 1;
     }
+    int rc = link_is_dpdk(ctx, r.from, "chan-sink") < 0 || r.bad ? 1 : 0; /* the source waits */
     struct tev a = {.i = r.bad ? 0 : CHAN_N, .n = 0, .data = NULL};
     if (cx_chan_submit_wait(back, &a, 30000) < 0)
         FAIL("chan-sink: answer");
-    int rc = link_is_dpdk(ctx, r.from, "chan-sink") < 0 || r.bad ? 1 : 0;
-    cx_chan_ctx_destroy(ctx); /* flushes the answer */
+    if (wait_flag(&r.bye, 60) < 0) {
+        fprintf(stderr, "  chan-sink: no bye from the source in 60 s\n");
+        rc = 1;
+    }
+    cx_chan_ctx_destroy(ctx);
     cx_dpdk_shutdown();
     return rc;
 }
