@@ -302,19 +302,20 @@ fi
 # second veth pair with kernel addresses (10.80.0.1 in A, 10.80.0.2 in B)
 layers_dpdk() { # <link> <switch socket or ""> <addr of the space or ""> <pre-command...>
   local link=$1 sock=$2 saddr=$3; shift 3
-  local dspec hot shown pre=""
+  local dspec hot shown pre="" reps=$REPS
+  quick && reps=1   # quick: one repetition (make bench-quick stays under five minutes)
   if [ "$link" = dpdk ]; then dspec="memif:$sock" hot=$HOT_PEERS shown="memif:S"
   else dspec="af_packet:$NS_B:$VA:$VB" hot=0 shown="af_packet:B:VA:VB" pre="ip netns exec A "; fi
   if part chan; then
-    cmd="${pre}env LAYER_DPDK=$shown bench/micro/build/layer_chan $mode $REPS $hot"
+    cmd="${pre}env LAYER_DPDK=$shown bench/micro/build/layer_chan $mode $reps $hot"
     say "$cmd"
-    "$@" env LAYER_DPDK="$dspec" timeout "$TMO" "$B/layer_chan" "$mode" "$REPS" "$hot" 2>"$tmp/err" |
+    "$@" env LAYER_DPDK="$dspec" timeout "$TMO" "$B/layer_chan" "$mode" "$reps" "$hot" 2>"$tmp/err" |
       tag "$cmd" || { say "layer_chan ($link) failed: $(tail -2 "$tmp/err")"; status=1; }
   fi
   if part pipe && [ -n "$saddr" ]; then
-    cmd="confluxd --role=space --dir=D --listen=$([ "$link" = dpdk ] && echo tcp://127.0.0.1:0 || echo tcp://10.80.0.1:0) --fsync=none & ${pre}env LAYER_DPDK=$shown bench/micro/build/layer_pipe ADDR $mode $REPS $hot"
+    cmd="confluxd --role=space --dir=D --listen=$([ "$link" = dpdk ] && echo tcp://127.0.0.1:0 || echo tcp://10.80.0.1:0) --fsync=none & ${pre}env LAYER_DPDK=$shown bench/micro/build/layer_pipe ADDR $mode $reps $hot"
     say "$cmd"
-    "$@" env LAYER_DPDK="$dspec" timeout "$TMO" "$B/layer_pipe" "$saddr" "$mode" "$REPS" "$hot" 2>"$tmp/err" |
+    "$@" env LAYER_DPDK="$dspec" timeout "$TMO" "$B/layer_pipe" "$saddr" "$mode" "$reps" "$hot" 2>"$tmp/err" |
       tag "$cmd" || { say "layer_pipe ($link) failed: $(tail -2 "$tmp/err")"; status=1; }
   fi
 }
