@@ -149,12 +149,12 @@ static void sink_on(void *arg, const struct cx_chan_event *e)
         __atomic_store_n(&r->bye, 1, __ATOMIC_RELEASE);
         return;
     }
-    int ok = v->i == r->next && v->n == tev_size(v->i);
+    int ok = v->i == r->next && v->n == tev_size(v->i) && e->seq == (uint64_t)v->i + 1;
     for (uint32_t j = 0; ok && j < v->n; j++)
         ok = v->data[j] == tev_byte(v->i, j);
     if (!ok && !r->bad++)
-        fprintf(stderr, "  chan-sink: event %u (%u bytes) where %u was due, or its bytes differ\n",
-                v->i, v->n, r->next);
+        fprintf(stderr, "  chan-sink: event %u (%u bytes, seq %llu) where %u was due, or its "
+                "bytes or number differ\n", v->i, v->n, (unsigned long long)e->seq, r->next);
     r->next++;
     if (!r->from[0])
         snprintf(r->from, sizeof r->from, "%s", e->from);
