@@ -6,6 +6,9 @@
  *
  *   layer_chan <quick|full> [reps] [hot-spot peers]
  *
+ * Over the dpdk driver: LAYER_DPDK gives each process a port of its own (layer_dpdk.h); the
+ * rows then say "dpdk" (memif) or "af_packet".
+ *
  * Also completion notification (this process driving the runtime with cx_chan_ctx_drive,
  * polling against blocking), overlap and buffer reuse at 64 KiB, Q = 16 (layer_common.h),
  * bidirectional latency and bandwidth ('L', 'S': the sink process's own thread sends 'D'
@@ -16,6 +19,8 @@
  * ("ping": here -> there, "pong": back), the sink opens both. Events: 'E' echoed at the same
  * size, 'B' counted, 'W' counted and acknowledged (the end of a window), 'C' answered with
  * the sink's count and process CPU seconds, 'Q' quit. */
+#include "layer_dpdk.h" /* first: it needs _GNU_SOURCE */
+
 #include "channel/cx_chan.h"
 #include "common/cx_error.h"
 #include "format/cx_format.h"
@@ -327,7 +332,7 @@ static void emit_cb(void *ectx, const char *test, const char *params, const char
  * forked before this process's runtime starts (no fork once its threads run). */
 struct hot_peer { pid_t pid; int fd; struct cx_chan *ping, *pong; struct cx_chan_source *src; struct cx_chan_sink *k; };
 
-static void hot_fork(struct hot_peer *h)
+static void hot_fork(struct hot_peer *h, int idx)
 {
     int p[2];
     if (pipe(p) != 0) die("pipe");
@@ -335,7 +340,10 @@ static void hot_fork(struct hot_peer *h)
     if ((h->pid = fork()) == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         close(p[1]);
-        _exit(run_sink(p[0]));
+        layer_dpdk_env(idx);
+        int rc = run_sink(p[0]);
+        layer_dpdk_done();
+        _exit(rc);
     }
     close(p[0]);
     h->fd = p[1];
@@ -414,13 +422,17 @@ int main(int argc, char **argv)
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         close(p[1]);
-        _exit(run_sink(p[0]));
+        layer_dpdk_env(1);
+        int rc = run_sink(p[0]);
+        layer_dpdk_done();
+        _exit(rc);
     }
     close(p[0]);
     struct hot_peer hp[16];
     int hot = argc > 3 ? atoi(argv[3]) : (quick ? 2 : 4);
     if (hot < 0 || hot > 16) hot = 0;
-    for (int j = 0; j < hot; j++) hot_fork(&hp[j]);
+    for (int j = 0; j < hot; j++) hot_fork(&hp[j], 2 + j);
+    layer_dpdk_env(0); /* LAYER_DPDK: this process's port, after every fork */
     const struct cx_format *F = ev_format();
     struct cx_chan_ctx *ctx;
     struct cx_chan *ping, *pong;
@@ -449,6 +461,7 @@ int main(int argc, char **argv)
     const char *mine = cx_chan_ctx_addr(ctx); /* the network link: the scheme both sides listen on */
     snprintf(g_link_buf, sizeof g_link_buf, "%.*s", (int)strcspn(mine, ":"), mine);
     g_link = lst.shm_sinks ? "shm" : g_link_buf;
+    if (!strcmp(g_link, "dpdk") && layer_dpdk_link()) g_link = layer_dpdk_link(); /* af_packet's port */
     fprintf(stderr, "layer_chan: events to the sink process go over %s\n", g_link);
     uint8_t *buf = calloc(1, 1 << 20);
     static const size_t LQ[] = {8, 1024, 65536}, LF[] = {8, 64, 512, 4096, 32768, 262144, 1048576};
@@ -556,6 +569,7 @@ int main(int argc, char **argv)
     int st;
     waitpid(pid, &st, 0);
     cx_chan_ctx_destroy(ctx);
+    layer_dpdk_done();
     free(buf);
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }

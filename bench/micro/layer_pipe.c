@@ -8,6 +8,9 @@
  *
  *   layer_pipe <space address> <quick|full> [reps] [hot-spot peers (quick 2, full 4)]
  *
+ * Over the dpdk driver: LAYER_DPDK gives each process a port of its own and sets
+ * CONFLUX_PIPE_LISTEN=dpdk (layer_dpdk.h); the rows then say "dpdk" (memif) or "af_packet".
+ *
  * Also completion notification (blocking pi_read against polling pi_read_timeout 0, both
  * ends; 'P' / 'K' switch the echo end), overlap and buffer reuse at 64 KiB, Q = 16
  * (layer_common.h), bidirectional latency and bandwidth (peer_common.h), and the hot-spot
@@ -17,6 +20,8 @@
  * writes "pong". Byte 0 of a segment says what it is: 'E' echoed at the same size, 'B'
  * counted, 'W' counted and acknowledged with the reader's count and process CPU seconds,
  * 'C' answered likewise (zeroing the count), 'Q' quit. */
+#include "layer_dpdk.h" /* first: it needs _GNU_SOURCE */
+
 #include "common/cx_error.h"
 #include "peer_common.h" /* layer_common.h and the bidirectional tests */
 #include "pipe/cx_pipe.h"
@@ -149,6 +154,7 @@ static char g_link[PI_LINK_MAX];
 static const char *row_link(void)
 {
     if (!g_link[0] && g_reader >= 0 && pi_link(g_reader, g_link, sizeof g_link) < 0) g_link[0] = 0;
+    if (!strcmp(g_link, "dpdk") && layer_dpdk_link()) return layer_dpdk_link(); /* af_packet's port */
     if (g_link[0]) return g_link;
     const char *e = getenv("CONFLUX_PIPE_LISTEN");
     static char conf[PI_LINK_MAX];
@@ -210,6 +216,15 @@ static void emit_cb(void *ectx, const char *test, const char *params, const char
     emit(test, params, metric, unit, (double *)r, n, ok);
 }
 
+/* LAYER_DPDK: the pipe runtime's threads and links go first, then the port */
+static void dpdk_done(void)
+{
+    if (layer_dpdk_link()) {
+        pi_shutdown();
+        layer_dpdk_done();
+    }
+}
+
 /* Hot-spot: this process pings np echo processes (one pipe pair each) every round, then
  * receives a stream of 64 KiB segments from all of them at once; peers = 1..np. The echo
  * processes are forked first thing (a process must not fork once its pipe runtime runs);
@@ -225,7 +240,10 @@ static void hot_fork(struct hot *h, const char *addr, int np)
         fflush(NULL);
         if ((h->pid[j] = fork()) == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
-            _exit(run_echo(addr, h->ping[j], h->pong[j]));
+            layer_dpdk_env(2 + j);
+            int rc = run_echo(addr, h->ping[j], h->pong[j]);
+            dpdk_done();
+            _exit(rc);
         }
     }
 }
@@ -300,11 +318,15 @@ int main(int argc, char **argv)
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        _exit(run_echo(argv[1], ping, pong));
+        layer_dpdk_env(1);
+        int rc = run_echo(argv[1], ping, pong);
+        dpdk_done();
+        _exit(rc);
     }
     struct hot h = {0};
     int hot = argc > 4 ? atoi(argv[4]) : (quick ? 2 : 4);
     if (hot > 0 && hot <= 16) hot_fork(&h, argv[1], hot);
+    layer_dpdk_env(0); /* LAYER_DPDK: this process's port, after every fork */
     /* here, not in the echo processes: they may wait long for their next command; a
      * point's stream takes seconds, so 60 s of nothing means the run stalled (it happened
      * at full-mode sizes: a 64 MiB window of segments) */
@@ -430,5 +452,6 @@ int main(int argc, char **argv)
     pi_unlink(ping, s);
     pi_unlink(pong, s);
     pi_space_close(s);
+    dpdk_done();
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }

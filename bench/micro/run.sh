@@ -325,6 +325,73 @@ elif part pipe; then
   say "pipe layer's NATS peer not measured (nats-server missing)"
 fi
 
+# the event-channel and pipe layers over the dpdk driver (layer_dpdk.h: LAYER_DPDK gives each
+# of their processes a port): on memif, every process a client of one bare DPDK switch
+# (hot-spot peers included), and on af_packet, the two processes in namespaces A and B
+# joined by veth VA-VB (no hot-spot: one pair); the pipe's space server is reached over a
+# second veth pair with kernel addresses (10.80.0.1 in A, 10.80.0.2 in B)
+layers_dpdk() { # <link> <switch socket or ""> <addr of the space or ""> <pre-command...>
+  local link=$1 sock=$2 saddr=$3; shift 3
+  local dspec hot shown pre="" reps=$REPS
+  quick && reps=1   # quick: one repetition (make bench-quick stays under five minutes)
+  if [ "$link" = dpdk ]; then dspec="memif:$sock" hot=$HOT_PEERS shown="memif:S"
+  else dspec="af_packet:$NS_B:$VA:$VB" hot=0 shown="af_packet:B:VA:VB" pre="ip netns exec A "; fi
+  if part chan; then
+    cmd="${pre}env LAYER_DPDK=$shown bench/micro/build/layer_chan $mode $reps $hot"
+    say "$cmd"
+    "$@" env LAYER_DPDK="$dspec" timeout "$TMO" "$B/layer_chan" "$mode" "$reps" "$hot" 2>"$tmp/err" |
+      tag "$cmd" || { say "layer_chan ($link) failed: $(tail -2 "$tmp/err")"; status=1; }
+  fi
+  if part pipe && [ -n "$saddr" ]; then
+    cmd="confluxd --role=space --dir=D --listen=$([ "$link" = dpdk ] && echo tcp://127.0.0.1:0 || echo tcp://10.80.0.1:0) --fsync=none & ${pre}env LAYER_DPDK=$shown bench/micro/build/layer_pipe ADDR $mode $reps $hot"
+    say "$cmd"
+    "$@" env LAYER_DPDK="$dspec" timeout "$TMO" "$B/layer_pipe" "$saddr" "$mode" "$reps" "$hot" 2>"$tmp/err" |
+      tag "$cmd" || { say "layer_pipe ($link) failed: $(tail -2 "$tmp/err")"; status=1; }
+  fi
+}
+space_up() { # [pre-command...] -> the space server's address on stdout (its pid in $lsp)
+  local ip=127.0.0.1; [ $# -gt 0 ] && ip=10.80.0.1
+  rm -rf "$tmp/lspace"; mkdir -p "$tmp/lspace"
+  "$@" "$CONFLUXD" --role=space --dir="$tmp/lspace" --listen=tcp://$ip:0 --fsync=none --quiet \
+    >"$tmp/lspace.out" 2>"$tmp/lspace.err" & lsp=$!; pids+=("$lsp")
+  for _ in $(seq 100); do grep -q '^listening' "$tmp/lspace.out" 2>/dev/null && break; sleep 0.05; done
+}
+LAYER_DPDK_LINKS=${LAYER_DPDK_LINKS:-dpdk af_packet}   # the layers' dpdk links (a subset to run fewer)
+if ! { part chan || part pipe; }; then :
+elif [ ! -x "$B/memif_switch" ]; then
+  say "channel and pipe layers over dpdk: not measured (DPDK not installed)"
+else
+  for link in dpdk af_packet; do
+    if [[ " $LAYER_DPDK_LINKS " != *" $link "* ]]; then
+      say "layers over $link: not measured (not in LAYER_DPDK_LINKS=\"$LAYER_DPDK_LINKS\")"; continue
+    fi
+    lsp="" saddr=""
+    if [ "$link" = dpdk ]; then
+      sock="$tmp/lswitch.sock" prefix="cx-micro-lswitch-$$"
+      "$B/memif_switch" "$sock" $((HOT_PEERS + 2)) "$prefix" >"$tmp/lswitch.log" 2>&1 & lsw=$!; pids+=("$lsw")
+      for _ in $(seq 300); do grep -q '^ready' "$tmp/lswitch.log" 2>/dev/null && break; sleep 0.1; done
+      [ -x "$CONFLUXD" ] && space_up && saddr=$(awk '/^listening/ {print $2}' "$tmp/lspace.out")
+      layers_dpdk dpdk "$sock" "$saddr"
+      [ -n "$lsp" ] && { kill "$lsp" 2>/dev/null; wait "$lsp" 2>/dev/null; }
+      kill "$lsw" 2>/dev/null; wait "$lsw" 2>/dev/null
+      rm -rf "/var/run/dpdk/$prefix"
+    else
+      KA=cxka$(($$ % 100000)) KB=cxkb$(($$ % 100000))
+      if ! { afp_up && ip -n "$NS_A" link set lo up && ip -n "$NS_B" link set lo up &&
+             ip link add "$KA" netns "$NS_A" type veth peer name "$KB" netns "$NS_B" &&
+             ip -n "$NS_A" addr add 10.80.0.1/24 dev "$KA" && ip -n "$NS_B" addr add 10.80.0.2/24 dev "$KB" &&
+             ip -n "$NS_A" link set "$KA" up && ip -n "$NS_B" link set "$KB" up; } 2>"$tmp/afp.err"; then
+        say "layers over af_packet: not measured: $(tail -1 "$tmp/afp.err")"; afp_down; continue
+      fi
+      [ -x "$CONFLUXD" ] && space_up ip netns exec "$NS_A" && saddr=$(awk '/^listening/ {print $2}' "$tmp/lspace.out")
+      layers_dpdk af_packet "" "$saddr" ip netns exec "$NS_A"
+      [ -n "$lsp" ] && { kill "$lsp" 2>/dev/null; wait "$lsp" 2>/dev/null; }
+      afp_down
+    fi
+    part pipe && [ -z "$saddr" ] && { say "pipe layer over $link: not measured: the space server did not start"; status=1; }
+  done
+fi
+
 # --- peers ------------------------------------------------------------------------------
 if ! part mpi; then :
 elif [ -x "$B/mpi_micro" ]; then

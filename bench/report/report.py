@@ -32,19 +32,17 @@ HEADLINE = {
     "hotspot_lat": ({"peers": "max"}, "one_way_us"), "hotspot_bw": ({"peers": "max"}, "MBps"),
 }
 IGNORE_KEYS = {"compute_share"}  # measured, not chosen: not part of a point's identity
+# the layers' peers in bench/micro (peer_zmq.c, peer_nats.c), each over tcp loopback only
+LAYER_PEER = {"channel": "zmq", "pipe": "nats"}
 
 
 def why_missing(layer, link, test):
     """Why a cell has no Conflux row: the reason known from how the suite is built, else the
     run's fault."""
-    if layer == "channel" and link not in ("tcp", "shm", "ucx", "tls"):
-        return ("the channel runtime joins processes over shm, tcp, ucx or tls (the address it "
-                "listens on); DPDK ports are not wired into it (dataplane/src/channel README)")
-    if layer == "pipe" and link not in ("tcp", "shm", "ucx", "tls"):
-        return ("a pipe's direct writer-to-reader link listens on tcp, shm, ucx or tls "
-                "(CONFLUX_PIPE_LISTEN); DPDK ports are not wired into the pipe runtime, which "
-                "refuses other schemes (dataplane/src/pipe README)")
-    if layer == "driver" and link in ("dpdk", "af_packet"):
+    if layer in ("channel", "pipe") and link == "af_packet" and test.startswith("hotspot"):
+        return ("the layers over af_packet run one pair of processes (one veth pair between two "
+                "namespaces, LAYER_DPDK=af_packet:...): no hot-spot peers")
+    if link in ("dpdk", "af_packet"):
         return ("not in this run's results: DPDK is not installed, or (af_packet) network "
                 "namespaces could not be made (root and iproute2 needed), or the run failed: "
                 "see bench/micro/run.sh's output")
@@ -60,18 +58,15 @@ def why_no_peer(layer, link, test):
         return ("the bare DPDK peer's hot-spot (dpdk_pingpong against N servers on the same "
                 "fabric) is not in this run: bench/transport/build/dpdk_pingpong missing or "
                 "failed (see run.sh's output)")
-    if test.startswith("hotspot") and layer == "channel" and link != "tcp":
-        return ("ZeroMQ's hot-spot (peer_zmq.c) runs over tcp loopback: it stands beside the "
-                "channel's tcp row; Open MPI's hotspot_bw streams in windows of 16, the "
-                "channel's sinks stream without one")
-    if test.startswith("hotspot") and layer == "pipe" and link != "tcp":
-        return ("NATS core's hot-spot (peer_nats.c) runs over tcp loopback through nats-server: "
-                "it stands beside the pipe's tcp row")
+    if layer in LAYER_PEER and link != "tcp":
+        return (f"the layer's own peer ({LAYER_PEER[layer]}, over tcp loopback: it stands beside "
+                f"every link of the layer) has no {test} rows in this run (see run.sh's output)")
     if test == "notify":
         return "blocking rows are put beside the same link busy polling"
     if layer == "channel" and test in ("bibw", "cpu", "hotspot_bw"):
-        return ("Open MPI's rows for this test use other parameters (a window for bibw and "
-                "hotspot_bw, busy polling for cpu): none is like for like")
+        return ("ZeroMQ's rows are not in this run, and Open MPI's rows for this test use other "
+                "parameters (a window for bibw and hotspot_bw, busy polling for cpu): none is "
+                "like for like")
     return "no peer measured in this run (see run.sh's output)"
 
 
@@ -188,11 +183,23 @@ def peers_of(r, rows):
         # driver-layer rows) is its peer there too, as bench/channel has it
         mpi = (r["layer"] == "channel" and p["layer"] == "driver" and p.get("impl") == "openmpi" and
                (p["link"], p["test"], p["metric"]) == (r["link"], r["test"], r["metric"]))
-        if not same and not mpi:
+        # the layers over the dpdk driver: the bare DPDK peer on the same port kind, as for
+        # the driver's rows
+        on_dpdk = r["layer"] in ("channel", "pipe") and r["link"] in ("dpdk", "af_packet")
+        bare = (on_dpdk and p["layer"] == "driver" and p.get("impl") == "dpdk_pingpong" and
+                (p["link"], p["test"], p["metric"]) == (r["link"], r["test"], r["metric"]))
+        # the layers' own peers have one link, tcp loopback (ZeroMQ and NATS core have no
+        # shared-memory, UCX or DPDK transport): their tcp rows stand beside the layer on
+        # those links too, named "(tcp)", as what a user of that system gets on one host
+        own = LAYER_PEER.get(r["layer"])
+        cross = (own is not None and r["link"] in ("shm", "ucx", "dpdk", "af_packet") and
+                 p.get("impl") == own and
+                 (p["layer"], p["link"], p["test"], p["metric"]) == (r["layer"], "tcp", r["test"], r["metric"]))
+        if not same and not mpi and not bare and not cross:
             continue
         pp = key_params(p["params"])
         if all(kp.get(k) == v for k, v in pp.items()):
-            res.append(p)
+            res.append(dict(p, impl=f"{own} (tcp)") if cross else p)
     # references inside Conflux: tls against the tcp driver (the cost of encryption), and
     # blocking wake-up against busy polling (completion notification cost)
     for p in rows:

@@ -75,6 +75,19 @@ def test_summary_has_every_row(tmp_path):
                      and f"| {peer} |" in l]
             assert lines, (test, layer, link, peer)
             assert float(lines[0].rstrip(" |").split("|")[-1].replace(",", "")) > 0, lines[0]
+    # the layers over the dpdk driver (memif and af_packet): measured, the bare DPDK peer beside
+    # them (the channel also beside ZeroMQ's tcp rows), with a ratio
+    for layer in ("channel", "pipe"):
+        for test in ("lat", "bw", "bilat", "bibw", "overlap", "reuse_fifo", "reuse_pct"):
+            line = [l for l in cover.splitlines() if l.startswith(f"| {layer} | {test} |")][0]
+            cols = [c.strip() for c in line.split("|")[3:9]]
+            for i in (3, 4):
+                assert cols[i].startswith("✓") and "dpdk_pingpong" in cols[i], (layer, test, line)
+                assert layer == "pipe" or "zmq (tcp)" in cols[i], (layer, test, line)
+        for link in ("dpdk", "af_packet"):
+            assert any(l.startswith(f"| lat | {layer} | {link} |") and "| dpdk_pingpong |" in l and
+                       l.rstrip(" |").split("|")[-1].strip() not in ("—", "n/a")
+                       for l in head.splitlines()), (layer, link)
     # every peer of the fixture appears with a ratio beside a Conflux figure
     for impl in {r["impl"] for r in rows} - {"conflux"}:
         lines = [l for l in head.splitlines() if f"| {impl} |" in l]
@@ -103,23 +116,29 @@ def test_every_empty_cell_has_its_reason(tmp_path):
     # the channel layer runs on shm as well as tcp (its runtime's two links between processes)
     chan_lat = next(l for l in table if l.startswith("| channel | lat |"))
     cells = [c.strip() for c in chan_lat.split("|")[3:9]]  # shm tcp ucx dpdk af_packet tls
-    assert all(cells[i].startswith("✓") for i in (0, 1, 2, 5)), chan_lat
+    assert all(c.startswith("✓") for c in cells), chan_lat  # dpdk, af_packet: LAYER_DPDK
     assert "openmpi" in cells[0] and "openmpi" in cells[2], "MPI over the same link is the channel's peer"
-    # the pipe layer runs on shm, tcp, ucx and tls (its direct link, CONFLUX_PIPE_LISTEN)
+    # the pipe layer runs on every link (its direct link, CONFLUX_PIPE_LISTEN; dpdk: LAYER_DPDK)
     pipe_lat = next(l for l in table if l.startswith("| pipe | lat |"))
     cells = [c.strip() for c in pipe_lat.split("|")[3:9]]  # shm tcp ucx dpdk af_packet tls
-    assert all(cells[i].startswith("✓") for i in (0, 1, 2, 5)), pipe_lat
-    # a measured cell without a peer says why too (the layers' hot-spots beyond tcp: their
-    # peers run over tcp loopback); the dpdk hot-spots have the bare DPDK peer now
-    assert "Measured cells without a peer:" in cover
-    nopeer = cover.split("Measured cells without a peer:")[1]
-    assert "pipe on shm, ucx: hotspot_lat, hotspot_bw: NATS core's hot-spot" in nopeer
-    assert "channel on shm, ucx: hotspot_bw: ZeroMQ's hot-spot" in nopeer
-    assert "dpdk" not in nopeer and "N-peer" not in nopeer
+    assert all(c.startswith("✓") for c in cells), pipe_lat
+    # the layers' hot-spot over af_packet is the one gap of the layers, with its reason
     for layer in ("channel", "pipe"):
-        for test in ("hotspot_lat", "hotspot_bw"):
+        hot = next(l for l in table if l.startswith(f"| {layer} | hotspot_lat |"))
+        cells = [c.strip() for c in hot.split("|")[3:9]]
+        assert cells[3].startswith("✓") and cells[4] == "–", hot
+    assert "channel on af_packet: hotspot_lat, hotspot_bw" in listed and "no hot-spot peers" in listed
+    # every measured cell has a peer: the layers' own peers (ZeroMQ, NATS core: tcp loopback
+    # only) stand beside the layer on every link, named "(tcp)" off tcp; the dpdk hot-spots
+    # have the bare DPDK peer
+    assert "Measured cells without a peer:" not in cover
+    for layer, own in (("channel", "zmq"), ("pipe", "nats")):
+        for test in ("lat", "bw", "bibw", "cpu", "hotspot_lat", "hotspot_bw"):
             line = next(l for l in table if l.startswith(f"| {layer} | {test} |"))
-            assert ("zmq" if layer == "channel" else "nats") in line.split("|")[4], line
+            cells = [c.strip() for c in line.split("|")[3:9]]  # shm tcp ucx dpdk af_packet tls
+            assert f"{own})" in cells[1] or f"{own}," in cells[1], line
+            for i in (0, 2, 3):
+                assert f"{own} (tcp)" in cells[i], line
 
 
 def test_plots_are_png(tmp_path):

@@ -70,6 +70,10 @@ struct cx_chan_sink;
  * advertised address, so a process that dials an address first tries that name: it
  * answers only on the same host and namespace, and the link falls back to tcp when it does
  * not. `tcp_only` (or the environment variable CONFLUX_CHAN_SHM=0) turns this off.
+ * `listen` may name any driver ("ucx://…", "tls://…", "dpdk://<port IP>:0": the process's
+ * DPDK port, transport/dpdk/cx_dpdk.h); every link goes through the stack builder
+ * (stack/cx_stack.h), so a datagram driver gets reliability and fragmentation (and the
+ * event numbers ride in the payload there, as the reliability filter owns the header's).
  *
  * `fabric` names the fast-link domain this process is in (NULL or "" = none; else 1-253
  * characters of [A-Za-z0-9._-], surrounding blanks ignored). A runtime in a fabric whose

@@ -7,6 +7,7 @@
 
 #include "common/cx_error.h"
 #include "format/cx_format_registry.h"
+#include "stack/cx_stack.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +38,24 @@ int chan_peer_add(struct cx_chan_ctx *ctx, struct cx_link *raw, const char *addr
         cx_link_close(raw);
         return cx_err_set(ENOMEM, "channel: out of memory for a peer");
     }
-    int rc = cx_mux_create(raw, &p->mux);
+    p->kind = raw->ops->name; /* the driver's, before the stack hides it */
+    struct cx_driver_caps caps;
+    cx_link_caps(raw, &caps);
+    /* what the driver's link lacks (reliability and fragmentation on a datagram driver
+     * such as dpdk, and then the event numbers in the payload); one reliable link comes
+     * back as it is */
+    int rc = cx_stack_assemble(&raw, 1, &raw);
+    if (rc == 0 && (caps.flags & CX_CAP_DATAGRAM)) {
+        struct cx_link *s;
+        if ((rc = chan_seq_wrap(raw, &s)) == 0)
+            raw = s;
+    }
+    if (rc < 0) {
+        cx_link_close(raw);
+        free(p);
+        return rc;
+    }
+    rc = cx_mux_create(raw, &p->mux);
     if (rc < 0) {
         cx_link_close(raw);
         free(p);
@@ -49,7 +67,6 @@ int chan_peer_add(struct cx_chan_ctx *ctx, struct cx_link *raw, const char *addr
     pthread_mutex_init(&p->lock, &a);
     pthread_mutexattr_destroy(&a);
     p->ctx = ctx;
-    p->kind = raw->ops->name;
     p->shm = strcmp(p->kind, "shm") == 0;
     p->ucx = strcmp(p->kind, "ucx") == 0;
     p->link = cx_mux_link(p->mux);

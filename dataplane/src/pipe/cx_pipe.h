@@ -54,11 +54,14 @@ enum { PI_CREATE = 1, PI_APPEND = 2 };
 struct pi_options {
     const char *listen;     /* where writers reach this process's readers directly (the
                              * direct link): "tcp://host:port", "shm://@name",
-                             * "shm:///path.sock", "ucx://host:port" or "tls://host:port"
+                             * "shm:///path.sock", "ucx://host:port", "tls://host:port"
                              * (tls: credentials from CONFLUX_TLS_*, every writer needs them
-                             * too); or a bare "tcp", "ucx", "tls" (the address this process
-                             * uses to reach the space, any port) or "shm" (an abstract name
-                             * unique to the process: same host and network namespace only).
+                             * too) or "dpdk://a.b.c.d:port" (the process's DPDK port,
+                             * transport/dpdk/cx_dpdk.h; every writer needs a port too); or a
+                             * bare "tcp", "ucx", "tls" (the address this process uses to
+                             * reach the space, any port), "shm" (an abstract name unique to
+                             * the process: same host and network namespace only) or "dpdk"
+                             * (the port's own address, any UDP port).
                              * NULL: the environment's CONFLUX_PIPE_LISTEN, else "tcp". Any
                              * other scheme: EINVAL. The first pi_space_open of a process
                              * starts the listener; later ones' listen is checked, not used */

@@ -6,6 +6,7 @@
 #include "common/cx_error.h"
 #include "format/cx_format.h"
 #include "space/cx_space_name.h"
+#include "stack/cx_stack.h"
 #include "transport/cx_driver.h"
 
 #include <arpa/inet.h>
@@ -20,7 +21,8 @@
 
 struct pi_inbound {
     struct cx_link *link;
-    uint64_t pipe_id; /* from the writer's hello */
+    int seq_in_payload; /* the writer puts each segment's id before it (pi_seq_in_payload) */
+    uint64_t pipe_id;   /* from the writer's hello */
     struct pi_inbound *next;
 };
 
@@ -92,8 +94,22 @@ static void on_inbound(void *arg, const struct cx_frame_hdr *h, const void *p, s
         memcpy(&ib->pipe_id, p, 8);
         return;
     }
-    if (h->type == CX_FRAME_DATA && ib->pipe_id)
-        pi_reader_offer_direct(ib->pipe_id, h, p, len);
+    if (h->type != CX_FRAME_DATA || !ib->pipe_id)
+        return;
+    if (ib->seq_in_payload) {
+        if (len < 8)
+            return; /* not a segment of ours: the space has it anyway */
+        struct cx_frame_hdr d = *h;
+        memcpy(&d.seq, p, 8);
+        pi_reader_offer_direct(ib->pipe_id, &d, (const uint8_t *)p + 8, len - 8);
+        return;
+    }
+    pi_reader_offer_direct(ib->pipe_id, h, p, len);
+}
+
+int pi_seq_in_payload(const struct cx_driver_caps *raw)
+{
+    return (raw->flags & CX_CAP_DATAGRAM) != 0;
 }
 
 static int service_inbound(void)
@@ -103,12 +119,19 @@ static int service_inbound(void)
         struct cx_link *k;
         if (g_pi.lops->accept(g_pi.listener, 0, &k) < 0)
             break;
+        struct cx_driver_caps caps;
+        cx_link_caps(k, &caps);
+        if (cx_stack_assemble(&k, 1, &k) < 0) { /* dpdk: reliability, fragmentation */
+            cx_link_close(k);
+            continue;
+        }
         struct pi_inbound *ib = calloc(1, sizeof *ib);
         if (!ib) {
             cx_link_close(k);
             break;
         }
         ib->link = k;
+        ib->seq_in_payload = pi_seq_in_payload(&caps);
         ib->next = g_pi.in;
         g_pi.in = ib;
         work++;
@@ -238,7 +261,7 @@ static void local_ip(struct cx_space_client *c, char *ip, size_t cap)
  * that transport's default. 0, or -EINVAL with a message. */
 static int listen_addr(const char *want, struct cx_space_client *c, char *out, size_t cap)
 {
-    static const char *const schemes[] = {"tcp", "shm", "ucx", "tls"};
+    static const char *const schemes[] = {"tcp", "shm", "ucx", "tls", "dpdk"};
     static unsigned seq; /* a fresh shm name after pi_shutdown: the old may linger a moment */
     const char *from = want ? "pi_options.listen" : "CONFLUX_PIPE_LISTEN";
     if (!want && !(want = getenv("CONFLUX_PIPE_LISTEN")))
@@ -253,6 +276,8 @@ static int listen_addr(const char *want, struct cx_space_client *c, char *out, s
                 return cx_err_set(EINVAL, "%s '%.40s...' is longer than %zu bytes", from, want, cap - 1);
         } else if (i == 1) {
             snprintf(out, cap, "shm://@conflux-pipe-%d-%u", (int)getpid(), seq++);
+        } else if (i == 4) { /* the DPDK port's own address (CONFLUX_DPDK_IP), not the kernel's */
+            snprintf(out, cap, "dpdk://0.0.0.0:0");
         } else {
             char ip[64];
             local_ip(c, ip, sizeof ip);
@@ -260,7 +285,7 @@ static int listen_addr(const char *want, struct cx_space_client *c, char *out, s
         }
         return 0;
     }
-    return cx_err_set(EINVAL, "%s '%s': the direct link's transport must be tcp, shm, ucx or tls "
+    return cx_err_set(EINVAL, "%s '%s': the direct link's transport must be tcp, shm, ucx, tls or dpdk "
                               "(a bare name or a full address such as tcp://10.0.0.5:0)", from, want);
 }
 

@@ -197,7 +197,7 @@ CX_TEST(a_scheme_a_pipe_cannot_use_is_einval)
         errno = 0;
         CX_CHECK_EQ_INT(pi_space_open(SP.addr, &o), -1);
         CX_CHECK_EQ_INT(errno, EINVAL);
-        CX_CHECK(strstr(cx_errmsg(), "tcp, shm, ucx or tls") != NULL);
+        CX_CHECK(strstr(cx_errmsg(), "tcp, shm, ucx, tls or dpdk") != NULL);
     }
     setenv("CONFLUX_PIPE_LISTEN", "carrier-pigeon", 1);
     errno = 0;
@@ -221,6 +221,28 @@ CX_TEST(a_scheme_a_pipe_cannot_use_is_einval)
     CX_CHECK_EQ_INT(errno, ERANGE);
     CX_CHECK_EQ_INT(pi_close(w), 0);
     CX_CHECK_EQ_INT(pi_shutdown(), 0);
+}
+
+/* dpdk is a transport a pipe may use (dpdk_layers_test.c runs it); a process without a DPDK
+ * port is told why at open, and nothing is left half-open */
+CX_TEST(dpdk_without_a_port_fails_clearly)
+{
+#ifndef CX_HAVE_DPDK
+    CX_SKIP("built without DPDK (libdpdk-dev absent)");
+#else
+    CX_CHECK_EQ_INT(space_once(), 0);
+    const char *args = getenv("CONFLUX_DPDK_ARGS");
+    if (args && *args)
+        CX_SKIP("CONFLUX_DPDK_ARGS is set here: this process could start a port");
+    struct pi_options o = {.listen = "dpdk"};
+    errno = 0;
+    CX_CHECK_EQ_INT(pi_space_open(SP.addr, &o), -1);
+    CX_CHECK_EQ_INT(errno, EINVAL);
+    CX_CHECK(strstr(cx_errmsg(), "CONFLUX_DPDK_ARGS") != NULL);
+    int s = pi_space_open(SP.addr, NULL);
+    CX_CHECK(s >= 0);
+    CX_CHECK_EQ_INT(pi_shutdown(), 0);
+#endif
 }
 
 CX_TEST(zz_space_down)
