@@ -1,7 +1,8 @@
 /* The ucx network driver: UCP active messages between two workers, one worker per link.
  * The frame header (48 bytes, encoded) travels as the AM header and the payload as the AM
- * data; UCX sends small messages eagerly and large ones by rendezvous with zero copy (see
- * cx_ucx_xfer.c for how each size is sent and received). Transports come from UCX_TLS as
+ * data; small messages go eagerly, large ones with zero copy, by rendezvous where UCX may
+ * have RDMA and eagerly elsewhere (want_rndv; cx_ucx_xfer.c for how each size is sent and
+ * received). Transports come from UCX_TLS as
  * usual (tcp, posix, sysv, cma here; verbs where there is RDMA).
  *
  * Connection: "ucx://host:port" is a TCP control connection on which both sides exchange
