@@ -1,7 +1,8 @@
 /* The ucx network driver: UCP active messages between two workers, one worker per link.
  * The frame header (48 bytes, encoded) travels as the AM header and the payload as the AM
- * data; UCX sends small messages eagerly and large ones by rendezvous with zero copy (see
- * cx_ucx_xfer.c for how each size is sent and received). Transports come from UCX_TLS as
+ * data; small messages go eagerly, large ones with zero copy, by rendezvous where UCX may
+ * have RDMA and eagerly elsewhere (want_rndv; cx_ucx_xfer.c for how each size is sent and
+ * received). Transports come from UCX_TLS as
  * usual (tcp, posix, sysv, cma here; verbs where there is RDMA).
  *
  * Connection: "ucx://host:port" is a TCP control connection on which both sides exchange
@@ -20,6 +21,7 @@
 
 #include "common/cx_error.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -102,6 +104,48 @@ static int want_peer_err_mode(void)
     return has_rdma;
 }
 
+/* 1 when tls (UCX_TLS's value, NULL when unset) may give UCX an RDMA transport: it names
+ * one (rc, ud, dc, ib, mlx), or it is unset, "all" or "all but ..." and the host has
+ * RDMA devices (host_rdma). Pure, for the tests. */
+int cx_ucx_tls_may_rdma(const char *tls, int host_rdma)
+{
+    if (!tls || !*tls || tls[0] == '^' || strstr(tls, "all"))
+        return host_rdma;
+    static const char *const rdma[] = {"rc", "ud", "dc", "ib", "mlx"};
+    for (const char *t = tls; *t; t += strcspn(t, ",")) {
+        t += strspn(t, ", ");
+        for (size_t i = 0; i < sizeof rdma / sizeof *rdma; i++)
+            if (!strncmp(t, rdma[i], strlen(rdma[i])))
+                return 1;
+    }
+    return 0;
+}
+
+static int host_has_rdma(void)
+{
+    DIR *d = opendir("/sys/class/infiniband");
+    int any = 0;
+    if (d) {
+        for (struct dirent *e; !any && (e = readdir(d));) any = e->d_name[0] != '.';
+        closedir(d);
+    }
+    return any;
+}
+
+/* Whether sends from CX_UCX_ZCOPY_MIN use UCX's rendezvous (see cx_ucx_xfer.c): only where
+ * it can move the data by RDMA with zero copy. Without RDMA (tcp, shared memory) UCX's
+ * rendezvous is a protocol of steps (RTS, RTR, the data in socket-sized pieces, ATP) that
+ * both sides' threads must drive in turn; in the channel and pipe runtimes that cost
+ * 2-3 ms for 1 MiB on loopback tcp (the driver alone 0.2 ms), while eager from the
+ * caller's memory goes straight into the socket. CX_UCX_RNDV=1 or 0 overrides (tests). */
+static int want_rndv(void)
+{
+    const char *f = getenv("CX_UCX_RNDV");
+    if (f && (!strcmp(f, "0") || !strcmp(f, "1")))
+        return f[0] == '1';
+    return cx_ucx_tls_may_rdma(getenv("UCX_TLS"), host_has_rdma());
+}
+
 /* Creates the worker, exchanges addresses on sock, makes the endpoint. Owns sock. */
 static int ucx_make(int sock, struct cx_link **out)
 {
@@ -121,6 +165,7 @@ static int ucx_make(int sock, struct cx_link **out)
     u->sock = sock;
     u->efd = u->epfd = -1;
     u->rxq_tail = &u->rxq;
+    u->rndv = want_rndv();
     cx_ucx_pool_init(&u->pool, ctx);
     u->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (u->kick_fd < 0) {
@@ -304,12 +349,18 @@ static int ucx_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
 
 static int ucx_fd(struct cx_link *k) { return ((struct ucx_link *)k)->epfd; }
 
+/* Refuses while a fetched message waits for delivery, not while the first one is still
+ * being fetched: the fetch's steps arrive as worker events like any message (and a helper
+ * that completes it kicks an armed owner), so the owner may sleep meanwhile. Refusing made
+ * the receiver's runtime thread poll without pause for the whole fetch, and on a busy
+ * 2-core host that spin took the CPU the rendezvous' other steps needed (1 MiB over tcp,
+ * channel layer, forced rendezvous: 1.3-3.2 ms one way refusing, 0.7-1.1 ms arming). */
 static int ucx_arm(struct cx_link *k)
 {
     struct ucx_link *u = (struct ucx_link *)k;
     int nested = cx_ucx_enter(u);
     int rc = 0;
-    if (u->failed || u->rxq || u->kicked || !u->ep || cx_ucx_peer_gone(u) ||
+    if (u->failed || (u->rxq && u->rxq->ready) || u->kicked || !u->ep || cx_ucx_peer_gone(u) ||
         ucp_worker_arm(u->worker) != UCS_OK)
         rc = -EAGAIN;
     u->armed = rc == 0;

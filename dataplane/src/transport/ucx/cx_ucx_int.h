@@ -13,11 +13,11 @@
 #define CX_UCX_AM_ID 7
 /* Payloads up to this size try to leave from the caller's memory at once (eager). */
 #define CX_UCX_INLINE 8192
-/* Payloads from this size leave from the caller's memory by rendezvous, and send returns
- * when UCX is done with them (no copy); between CX_UCX_INLINE and this they are copied
- * into a pool buffer and send returns at once. Measured on loopback tcp: at 64 KiB the
- * copy is cheaper than waiting for the rendezvous round trip, from 1 MiB waiting wins
- * (README, "ucx"). */
+/* Payloads from this size leave from the caller's memory (no copy), and send returns
+ * when UCX is done with them: by rendezvous where UCX may have RDMA, else eagerly (struct
+ * ucx_link.rndv); between CX_UCX_INLINE and this they are copied into a pool buffer and
+ * send returns at once. Measured on loopback tcp: at 64 KiB the copy is cheaper than
+ * waiting, from 1 MiB waiting wins (README, "ucx"). */
 #ifndef CX_UCX_ZCOPY_MIN /* -D to tune it */
 #define CX_UCX_ZCOPY_MIN (512u << 10)
 #endif
@@ -54,6 +54,7 @@ struct ucx_link {
     int sock;                    /* the control connection */
     int efd, kick_fd, epfd;      /* worker event fd, kick eventfd, both in epfd (= fd()) */
     int failed;                  /* 0, or the negative errno the link failed with */
+    int rndv;                    /* zero-copy sends by rendezvous (RDMA possible), else eager */
     unsigned inflight;           /* send requests not yet completed */
     size_t inflight_bytes;
     struct tx_item *txs;         /* their buffers */
@@ -69,6 +70,9 @@ struct ucx_link {
     int armed;                   /* arm() succeeded and no progress since: owner may sleep */
     struct ucx_link *share_next, *share_prev;
 };
+
+/* cx_ucx.c: 1 when UCX_TLS's value (NULL: unset) may give UCX an RDMA transport */
+int cx_ucx_tls_may_rdma(const char *tls, int host_rdma);
 
 /* cx_ucx_xfer.c */
 int cx_ucx_send_msg(struct ucx_link *u, const struct cx_frame_hdr *h, const struct iovec *iov,

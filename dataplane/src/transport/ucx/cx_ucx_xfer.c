@@ -4,9 +4,10 @@
  * Send, by payload size (the caller may reuse its memory when send returns, cx_driver.h):
  *  - up to CX_UCX_INLINE: eager from the caller's memory when UCX can finish at once
  *    (UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL); else copied as below;
- *  - from CX_UCX_ZCOPY_MIN: rendezvous from the caller's memory (UCX registers it, the
- *    peer fetches or is written into with zero copy), and send waits for completion,
- *    progressing the other links meanwhile (cx_ucx_share.c). Not from inside a receive
+ *  - from CX_UCX_ZCOPY_MIN: from the caller's memory, and send waits for completion,
+ *    progressing the other links meanwhile (cx_ucx_share.c): by rendezvous when UCX may
+ *    have RDMA (UCX registers the memory, the peer fetches or is written into with zero
+ *    copy), else eagerly (ucx_link.rndv, cx_ucx.c want_rndv). Not from inside a receive
  *    callback (UCX forbids progress there): copied as below;
  *  - otherwise copied into a buffer of the link's registered pool (cx_ucx_pool.h), sent
  *    from there, the buffer reused when UCX completes; send returns at once.
@@ -212,7 +213,10 @@ static void zcopy_done(void *req, ucs_status_t st, void *user)
     w->done = 1;
 }
 
-/* From the caller's memory, waiting until UCX is done with it. */
+/* From the caller's memory, waiting until UCX is done with it: by rendezvous when the link
+ * may use RDMA (the peer fetches it with zero copy), else eagerly (UCX writes it into the
+ * socket or shared memory; done once written, without the peer's help unless its buffers
+ * are full). */
 static int send_zcopy_wait(struct ucx_link *u, const uint8_t *hdr, const struct iovec *iov,
                            int iovcnt, size_t len)
 {
@@ -220,6 +224,10 @@ static int send_zcopy_wait(struct ucx_link *u, const uint8_t *hdr, const struct 
     struct zcopy_wait w = {0};
     ucp_request_param_t rp = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
                               .cb.send = zcopy_done, .user_data = &w};
+    if (!u->rndv) { /* no RDMA: eager into the socket or shared memory (want_rndv, cx_ucx.c) */
+        rp.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+        rp.flags = UCP_AM_SEND_FLAG_EAGER;
+    }
     const void *buf;
     size_t count;
     payload_param(iov, iovcnt, len, dt, &rp, &buf, &count);

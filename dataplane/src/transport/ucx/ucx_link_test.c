@@ -120,6 +120,70 @@ CX_TEST(ucx_buffer_is_free_to_reuse_when_send_returns)
     cx_link_close(b);
 }
 
+/* Rendezvous for the zero-copy sends only where UCX may have RDMA (cx_ucx.c want_rndv). */
+CX_TEST(ucx_rendezvous_only_where_rdma_may_be)
+{
+    CX_CHECK_EQ_INT(cx_ucx_tls_may_rdma("tcp", 0), 0);
+    CX_CHECK_EQ_INT(cx_ucx_tls_may_rdma("tcp", 1), 0); /* named: only tcp, devices or not */
+    CX_CHECK_EQ_INT(cx_ucx_tls_may_rdma("tcp,posix,sysv,self,cma", 1), 0);
+    CX_CHECK_EQ_INT(cx_ucx_tls_may_rdma("rc,tcp", 0), 1);
+    CX_CHECK_EQ_INT(cx_ucx_tls_may_rdma("tcp, ud_x", 0), 1);
+    CX_CHECK_EQ_INT(cx_ucx_tls_may_rdma("dc_mlx5", 0), 1);
+    CX_CHECK_EQ_INT(cx_ucx_tls_may_rdma("ib", 0), 1);
+    CX_CHECK_EQ_INT(cx_ucx_tls_may_rdma(NULL, 0), 0); /* unset: the host decides */
+    CX_CHECK_EQ_INT(cx_ucx_tls_may_rdma(NULL, 1), 1);
+    CX_CHECK_EQ_INT(cx_ucx_tls_may_rdma("", 1), 1);
+    CX_CHECK_EQ_INT(cx_ucx_tls_may_rdma("all", 0), 0);
+    CX_CHECK_EQ_INT(cx_ucx_tls_may_rdma("all", 1), 1);
+    CX_CHECK_EQ_INT(cx_ucx_tls_may_rdma("^tcp", 1), 1);
+    CX_CHECK_EQ_INT(cx_ucx_tls_may_rdma("^rc", 0), 0);
+}
+
+/* Large sends arrive whole and in order both ways the driver sends them: eagerly and by
+ * rendezvous (forced with CX_UCX_RNDV, as on a host with RDMA), each followed by a small
+ * message that must wait behind a fetch still running. With the tests' UCX_TLS (no RDMA)
+ * a link left to choose sends eagerly. */
+CX_TEST(ucx_large_sends_eager_and_by_rendezvous)
+{
+    const char *why = ready();
+    if (why) CX_SKIP("%s", why);
+    const char *tls = getenv("UCX_TLS");
+    pthread_t dog = start_watchdog(120);
+    const char *modes[] = {NULL, "0", "1"};
+    for (int m = 0; m < 3; m++) {
+        if (modes[m])
+            setenv("CX_UCX_RNDV", modes[m], 1);
+        else
+            unsetenv("CX_UCX_RNDV");
+        struct cx_link *a = NULL, *b = NULL;
+        CX_CHECK_EQ_INT(cx_conf_pair(&cx_ucx_ops, mkaddr, &a, &b), 0);
+        int want = modes[m] ? modes[m][0] == '1' : cx_ucx_tls_may_rdma(tls, 0);
+        if (modes[m] || (tls && *tls && tls[0] != '^' && !strstr(tls, "all")))
+            CX_CHECK_EQ_INT(((struct ucx_link *)a)->rndv, want);
+        struct rx ra = {0}, rb = {0};
+        size_t cap = 2u << 20;
+        uint8_t *buf = malloc(cap);
+        CX_CHECK(buf != NULL);
+        const size_t sizes[] = {CX_UCX_ZCOPY_MIN, 64, 2u << 20, 100};
+        for (uint64_t seq = 0; seq < 8; seq++) {
+            size_t n = sizes[seq % 4];
+            fill(buf, n, seq);
+            struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .seq = seq};
+            int iovs = 1 + (int)(seq / 4);
+            struct iovec v[2] = {{buf, iovs == 1 ? n : n / 2}, {buf + n / 2, n - n / 2}};
+            CX_CHECK_EQ_INT(cx_link_send(a, &h, v, iovs), 0);
+        }
+        CX_CHECK_EQ_INT(pump(a, b, &ra, &rb, 8), 0);
+        CX_CHECK_EQ_INT(rb.got, 8);
+        CX_CHECK_EQ_INT(rb.bad, 0);
+        free(buf);
+        cx_link_close(a);
+        cx_link_close(b);
+    }
+    unsetenv("CX_UCX_RNDV");
+    stop_watchdog(dog);
+}
+
 /* One thread of two_threads_...: sends n large messages on tx, receives n on rx. */
 struct side {
     struct cx_link *tx, *rx;
