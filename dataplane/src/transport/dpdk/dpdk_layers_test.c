@@ -38,12 +38,13 @@
 static char g_self[64], g_sock[128];
 static pid_t g_switch;
 static char g_skip[512];
-static int g_ready;
+static int g_gen; /* switches started: each test gets a fresh one */
 
-static void cleanup(void)
+static void switch_down(void)
 {
     tu_stop(&g_switch);
-    unlink(g_sock);
+    if (g_sock[0])
+        unlink(g_sock);
     char p[96];
     for (int i = 0; i < 2; i++) {
         snprintf(p, sizeof p, "%s-%d", g_self, i);
@@ -53,15 +54,18 @@ static void cleanup(void)
     tu_rm_runtime(p);
 }
 
-/* The switch with two ports; NULL, or why the tests cannot run here. */
+/* A fresh switch with two ports for the calling test (the previous test's stopped first: a
+ * switch outliving its clients is not what a test should depend on); NULL, or why the
+ * tests cannot run here. */
 static const char *switch_ready(void)
 {
-    if (g_ready)
-        return g_skip[0] ? g_skip : NULL;
-    g_ready = 1;
-    snprintf(g_self, sizeof g_self, "cxdpdkl-%d", (int)getpid());
+    if (g_gen++ == 0)
+        atexit(switch_down);
+    else
+        switch_down();
+    g_skip[0] = 0;
+    snprintf(g_self, sizeof g_self, "cxdpdkl-%d-%d", (int)getpid(), g_gen);
     snprintf(g_sock, sizeof g_sock, "/tmp/%s.sock", g_self);
-    atexit(cleanup);
     char prefix[96];
     snprintf(prefix, sizeof prefix, "%s-sw", g_self);
     char *argv[] = {"dpdk_layers_test", "--cx-role", "switch", g_sock, "2", prefix, NULL};

@@ -58,6 +58,15 @@ static void sw_learn(struct sw_mac *t, const uint8_t *mac, uint16_t port)
 
 static void sw_send(uint16_t port, struct rte_mbuf *m)
 {
+    /* A port whose client went away is dropped to first: memif's disconnect (on DPDK's
+     * interrupt thread) unmaps the client's rings, and a tx_burst racing it crashed the
+     * switch (SIGSEGV in the memif PMD) when a process that had ended still had frames
+     * coming its way. Reading the link state narrows that race to the disconnect itself. */
+    struct rte_eth_link link;
+    if (rte_eth_link_get_nowait(port, &link) != 0 || link.link_status != RTE_ETH_LINK_UP) {
+        rte_pktmbuf_free(m);
+        return;
+    }
     if (rte_eth_tx_burst(port, 0, &m, 1) == 0)
         rte_pktmbuf_free(m); /* port down or full: the frame is lost, as on a real switch */
 }
