@@ -12,7 +12,8 @@
 #            af_packet, and against N servers on each hot-spot fabric), ZeroMQ (peer_zmq.c: the
 #            channel layer), NATS core (peer_nats.c: pipes), these two with hot-spots of their own
 # Every row, with its command, goes to bench/results/micro.jsonl (replaced each run).
-#   bench/micro/run.sh [--quick]       (env: REPS, CX_BENCH_UCX_TLS=tcp, HOT_PEERS, PARTS, PIPE_LINKS)
+#   bench/micro/run.sh [--quick]       (env: REPS, CX_BENCH_UCX_TLS=tcp, HOT_PEERS, PARTS, PIPE_LINKS,
+#                                       LAYER_DPDK_LINKS)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out="$here/../results"
@@ -328,8 +329,9 @@ fi
 # the event-channel and pipe layers over the dpdk driver (layer_dpdk.h: LAYER_DPDK gives each
 # of their processes a port): on memif, every process a client of one bare DPDK switch
 # (hot-spot peers included), and on af_packet, the two processes in namespaces A and B
-# joined by veth VA-VB (no hot-spot: one pair); the pipe's space server is reached over a
-# second veth pair with kernel addresses (10.80.0.1 in A, 10.80.0.2 in B)
+# joined by veth VA-VB (the pair's tests; the hot-spot then runs on a bridge fabric of its
+# own, layers_hotspot_afp); the pipe's space server is reached over a second veth pair with
+# kernel addresses (10.80.0.1 in A, 10.80.0.2 in B)
 layers_dpdk() { # <link> <switch socket or ""> <addr of the space or ""> <pre-command...>
   local link=$1 sock=$2 saddr=$3; shift 3
   local dspec hot shown pre="" reps=$REPS
