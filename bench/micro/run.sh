@@ -12,7 +12,8 @@
 #            af_packet, and against N servers on each hot-spot fabric), ZeroMQ (peer_zmq.c: the
 #            channel layer), NATS core (peer_nats.c: pipes), these two with hot-spots of their own
 # Every row, with its command, goes to bench/results/micro.jsonl (replaced each run).
-#   bench/micro/run.sh [--quick]       (env: REPS, CX_BENCH_UCX_TLS=tcp, HOT_PEERS, PARTS, PIPE_LINKS)
+#   bench/micro/run.sh [--quick]       (env: REPS, CX_BENCH_UCX_TLS=tcp, HOT_PEERS, PARTS, PIPE_LINKS,
+#                                       LAYER_DPDK_LINKS)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out="$here/../results"
@@ -328,8 +329,9 @@ fi
 # the event-channel and pipe layers over the dpdk driver (layer_dpdk.h: LAYER_DPDK gives each
 # of their processes a port): on memif, every process a client of one bare DPDK switch
 # (hot-spot peers included), and on af_packet, the two processes in namespaces A and B
-# joined by veth VA-VB (no hot-spot: one pair); the pipe's space server is reached over a
-# second veth pair with kernel addresses (10.80.0.1 in A, 10.80.0.2 in B)
+# joined by veth VA-VB (the pair's tests; the hot-spot then runs on a bridge fabric of its
+# own, layers_hotspot_afp); the pipe's space server is reached over a second veth pair with
+# kernel addresses (10.80.0.1 in A, 10.80.0.2 in B)
 layers_dpdk() { # <link> <switch socket or ""> <addr of the space or ""> <pre-command...>
   local link=$1 sock=$2 saddr=$3; shift 3
   local dspec hot shown pre="" reps=$REPS
@@ -355,6 +357,58 @@ space_up() { # [pre-command...] -> the space server's address on stdout (its pid
   "$@" "$CONFLUXD" --role=space --dir="$tmp/lspace" --listen=tcp://$ip:0 --fsync=none --quiet \
     >"$tmp/lspace.out" 2>"$tmp/lspace.err" & lsp=$!; pids+=("$lsp")
   for _ in $(seq 100); do grep -q '^listening' "$tmp/lspace.out" 2>/dev/null && break; sleep 0.05; done
+}
+# the layers' hot-spot over af_packet: the measuring process (0), the pair's sink or echo
+# process (1) and the HOT_PEERS hot-spot peers (2..) each in a namespace of its own
+# (cxmicro-lJ-$$) with a veth (cxlJ-$id) to a Linux bridge in one more namespace, as the raw
+# driver's af_packet hot-spot; a second veth each to a second bridge carries the kernel's
+# tcp to the pipe's space server (10.80.0.1 in namespace 0; namespace J has 10.80.0.J+1), so
+# the af_packet rings carry only the driver's frames. The layers run the hot-spot alone here
+# (LAYER_HOTSPOT_ONLY=1): their pair's tests ran on the veth pair.
+layers_hotspot_afp() {
+  local br=cxmicro-lbr-$$ id=$(($$ % 10000)) j n=$((HOT_PEERS + 1)) dspec shown reps=$REPS saddr=""
+  quick && reps=1
+  [ "$HOT_PEERS" -gt 0 ] || return 0
+  if ! { netns_ok && mkns "$br" && ip -n "$br" link add cxbr0 type bridge && ip -n "$br" link set cxbr0 up &&
+         ip -n "$br" link add cxkbr0 type bridge && ip -n "$br" link set cxkbr0 up; } 2>"$tmp/afp.err"; then
+    say "layers' af_packet hot-spot: not measured: $(tail -1 "$tmp/afp.err")"; afp_down; return
+  fi
+  dspec="af_packet:cxmicro-l1-$$:cxl0-$id:cxl1-$id" shown="af_packet:L1:VL0:VL1"
+  for j in $(seq 0 "$n"); do
+    if ! { mkns "cxmicro-l$j-$$" && ip -n "cxmicro-l$j-$$" link set lo up &&
+           ip link add "cxl$j-$id" netns "cxmicro-l$j-$$" type veth peer name "cxlb$j-$id" netns "$br" &&
+           ip -n "$br" link set "cxlb$j-$id" master cxbr0 up && ip -n "cxmicro-l$j-$$" link set "cxl$j-$id" up &&
+           ip link add "cxk$j-$id" netns "cxmicro-l$j-$$" type veth peer name "cxkb$j-$id" netns "$br" &&
+           ip -n "$br" link set "cxkb$j-$id" master cxkbr0 up &&
+           ip -n "cxmicro-l$j-$$" addr add "10.80.0.$((j + 1))/24" dev "cxk$j-$id" &&
+           ip -n "cxmicro-l$j-$$" link set "cxk$j-$id" up; } 2>"$tmp/afp.err"; then
+      say "layers' af_packet hot-spot: not measured: $(tail -1 "$tmp/afp.err")"; afp_down; return
+    fi
+    [ "$j" -ge 2 ] && dspec="$dspec:cxmicro-l$j-$$:cxl$j-$id" shown="$shown:L$j:VL$j"
+  done
+  local fabric="(namespaces L0..L$n, each with veth VLj to a Linux bridge in one more namespace)"
+  if part chan; then
+    cmd="ip netns exec L0 env LAYER_DPDK=$shown LAYER_HOTSPOT_ONLY=1 bench/micro/build/layer_chan $mode $reps $HOT_PEERS $fabric"
+    say "$cmd"
+    ip netns exec "cxmicro-l0-$$" env LAYER_DPDK="$dspec" LAYER_HOTSPOT_ONLY=1 timeout "$TMO" \
+      "$B/layer_chan" "$mode" "$reps" "$HOT_PEERS" 2>"$tmp/err" | tag "$cmd" ||
+      { say "layer_chan (af_packet hot-spot) failed: $(tail -2 "$tmp/err")"; status=1; }
+  fi
+  if part pipe && [ -x "$CONFLUXD" ]; then
+    lsp=""
+    space_up ip netns exec "cxmicro-l0-$$" && saddr=$(awk '/^listening/ {print $2}' "$tmp/lspace.out")
+    if [ -n "$saddr" ]; then
+      cmd="ip netns exec L0 confluxd --role=space --dir=D --listen=tcp://10.80.0.1:0 --fsync=none & ip netns exec L0 env LAYER_DPDK=$shown LAYER_HOTSPOT_ONLY=1 bench/micro/build/layer_pipe ADDR $mode $reps $HOT_PEERS $fabric"
+      say "$cmd"
+      ip netns exec "cxmicro-l0-$$" env LAYER_DPDK="$dspec" LAYER_HOTSPOT_ONLY=1 timeout "$TMO" \
+        "$B/layer_pipe" "$saddr" "$mode" "$reps" "$HOT_PEERS" 2>"$tmp/err" | tag "$cmd" ||
+        { say "layer_pipe (af_packet hot-spot) failed: $(tail -2 "$tmp/err")"; status=1; }
+    else
+      say "pipe layer's af_packet hot-spot: not measured: the space server did not start"; status=1
+    fi
+    [ -n "$lsp" ] && { kill "$lsp" 2>/dev/null; wait "$lsp" 2>/dev/null; }
+  fi
+  afp_down
 }
 LAYER_DPDK_LINKS=${LAYER_DPDK_LINKS:-dpdk af_packet}   # the layers' dpdk links (a subset to run fewer)
 if ! { part chan || part pipe; }; then :
@@ -387,6 +441,7 @@ else
       layers_dpdk af_packet "" "$saddr" ip netns exec "$NS_A"
       [ -n "$lsp" ] && { kill "$lsp" 2>/dev/null; wait "$lsp" 2>/dev/null; }
       afp_down
+      layers_hotspot_afp
     fi
     part pipe && [ -z "$saddr" ] && { say "pipe layer over $link: not measured: the space server did not start"; status=1; }
   done

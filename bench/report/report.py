@@ -40,8 +40,9 @@ def why_missing(layer, link, test):
     """Why a cell has no Conflux row: the reason known from how the suite is built, else the
     run's fault."""
     if layer in ("channel", "pipe") and link == "af_packet" and test.startswith("hotspot"):
-        return ("the layers over af_packet run one pair of processes (one veth pair between two "
-                "namespaces, LAYER_DPDK=af_packet:...): no hot-spot peers")
+        return ("not in this run's results: the layers' af_packet hot-spot (every process in a "
+                "namespace of its own on a bridge, LAYER_HOTSPOT_ONLY=1) could not make its "
+                "namespaces or failed: see bench/micro/run.sh's output")
     if link in ("dpdk", "af_packet"):
         return ("not in this run's results: DPDK is not installed, or (af_packet) network "
                 "namespaces could not be made (root and iproute2 needed), or the run failed: "
