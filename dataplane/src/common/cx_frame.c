@@ -174,34 +174,42 @@ int cx_frame_decode(const uint8_t *in, size_t avail, struct cx_frame_hdr *h)
 {
     if (avail < CX_FRAME_HDR_SIZE)
         return -EAGAIN;
-    if (in[0] != CX_FRAME_MAGIC)
-        return cx_err_set(EPROTO, "frame: bad magic 0x%02x (not a Conflux frame)", in[0]);
-    if (in[1] != CX_FRAME_VERSION)
-        return cx_err_set(EPROTO, "frame: unsupported version %u (this build speaks %u)", in[1],
-                          CX_FRAME_VERSION);
     LOAD_WORDS(in);
-    if (get32(in + 44) != hdr_check(in, WORDS))
+    /* magic and version in one compare of the first word's low 16 bits (the errors below
+     * tell them apart only when it fails) */
+    if (__builtin_expect((uint16_t)w0 != (CX_FRAME_MAGIC | CX_FRAME_VERSION << 8), 0)) {
+        if (in[0] != CX_FRAME_MAGIC)
+            return cx_err_set(EPROTO, "frame: bad magic 0x%02x (not a Conflux frame)", in[0]);
+        return cx_err_set(EPROTO, "frame: unsupported version %u (this build speaks %u)",
+                          in[1], CX_FRAME_VERSION);
+    }
+    if (__builtin_expect(get32(in + 44) != hdr_check(in, WORDS), 0))
         return cx_err_set(EPROTO, "frame: header checksum mismatch (corrupt or torn frame)");
-    memset(h, 0, sizeof *h);
-    h->type = (uint8_t)(w0 >> 16);
-    h->flags = (uint8_t)(w0 >> 24);
+    /* every field assigned: no memset of h first */
+    uint8_t type = (uint8_t)(w0 >> 16), flags = (uint8_t)(w0 >> 24);
+    uint32_t length = (uint32_t)w4, frag_offset = (uint32_t)(w4 >> 32), msg_length = t;
+    h->type = type;
+    h->flags = flags;
     h->channel = (uint32_t)(w0 >> 32);
     h->seq = w1;
     h->format = w2;
     h->ack = w3;
-    h->length = (uint32_t)w4;
-    h->frag_offset = (uint32_t)(w4 >> 32);
-    h->msg_length = t;
-    if (h->type < CX_FRAME_DATA || h->type > CX_FRAME_LOOKUP)
-        return cx_err_set(EPROTO, "frame: unknown type %u", h->type);
-    if (h->msg_length > CX_FRAME_MAX_MSG || h->length > h->msg_length)
+    h->length = length;
+    h->frag_offset = frag_offset;
+    h->msg_length = msg_length;
+    if (__builtin_expect(type < CX_FRAME_DATA || type > CX_FRAME_LOOKUP, 0))
+        return cx_err_set(EPROTO, "frame: unknown type %u", type);
+    if (__builtin_expect(msg_length > CX_FRAME_MAX_MSG || length > msg_length, 0))
         return cx_err_set(EMSGSIZE, "frame: length %u of message %u exceeds the %u-byte limit",
-                          h->length, h->msg_length, CX_FRAME_MAX_MSG);
-    if ((h->flags & CX_FRAME_F_FRAG) && (uint64_t)h->frag_offset + h->length > h->msg_length)
+                          length, msg_length, CX_FRAME_MAX_MSG);
+    if (!(flags & CX_FRAME_F_FRAG)) {
+        if (__builtin_expect(length != msg_length, 0))
+            return cx_err_set(EPROTO,
+                              "frame: unfragmented frame with length %u != message length %u",
+                              length, msg_length);
+    } else if ((uint64_t)frag_offset + length > msg_length) {
         return cx_err_set(EMSGSIZE, "frame: fragment [%u, +%u) lies outside its %u-byte message",
-                          h->frag_offset, h->length, h->msg_length);
-    if (!(h->flags & CX_FRAME_F_FRAG) && h->length != h->msg_length)
-        return cx_err_set(EPROTO, "frame: unfragmented frame with length %u != message length %u",
-                          h->length, h->msg_length);
+                          frag_offset, length, msg_length);
+    }
     return 0;
 }

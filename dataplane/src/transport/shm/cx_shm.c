@@ -432,6 +432,20 @@ static int shm_send(struct cx_link *k, const struct cx_frame_hdr *h, const struc
     hh.length = (uint32_t)len;
     if (!(hh.flags & CX_FRAME_F_FRAG))
         hh.msg_length = (uint32_t)len, hh.frag_offset = 0;
+    /* the common case, nothing queued and one record: the header is encoded straight
+     * into the ring (no copy of it from the stack) */
+    if (cx_txq_len(&s->txq) == 0 &&
+        len <= cx_spsc_ring_max_body(&s->tx) - CX_FRAME_HDR_SIZE) {
+        uint8_t *p = cx_spsc_ring_try_claim(&s->tx, REC_MSG, CX_FRAME_HDR_SIZE + len);
+        if (p) {
+            cx_frame_encode(&hh, p);
+            cx_iov_copy(p + CX_FRAME_HDR_SIZE, iov, iovcnt, 0, len);
+            cx_spsc_ring_commit(&s->tx);
+            s->wake_peer |= cx_spsc_ring_take_reader_idle(&s->tx);
+            flush_wake(s);
+            return 0;
+        }
+    }
     uint8_t hdr[CX_FRAME_HDR_SIZE];
     cx_frame_encode(&hh, hdr);
     size_t off = 0;
