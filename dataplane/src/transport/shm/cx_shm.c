@@ -419,6 +419,16 @@ static int peer_gone(struct shm_link *s)
     return 0;
 }
 
+/* The whole of iov[] to dst: cx_iov_copy without its skip and limit (a whole message
+ * into one record), half the instructions per piece for an event's four or five. */
+static inline void gather(uint8_t *dst, const struct iovec *iov, int iovcnt)
+{
+    for (int i = 0; i < iovcnt; i++) {
+        memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+        dst += iov[i].iov_len;
+    }
+}
+
 static int shm_send(struct cx_link *k, const struct cx_frame_hdr *h, const struct iovec *iov,
                     int iovcnt)
 {
@@ -439,7 +449,7 @@ static int shm_send(struct cx_link *k, const struct cx_frame_hdr *h, const struc
         uint8_t *p = cx_spsc_ring_try_claim(&s->tx, REC_MSG, CX_FRAME_HDR_SIZE + len);
         if (p) {
             cx_frame_encode(&hh, p);
-            cx_iov_copy(p + CX_FRAME_HDR_SIZE, iov, iovcnt, 0, len);
+            gather(p + CX_FRAME_HDR_SIZE, iov, iovcnt);
             cx_spsc_ring_commit(&s->tx);
             s->wake_peer |= cx_spsc_ring_take_reader_idle(&s->tx);
             flush_wake(s);
