@@ -154,10 +154,13 @@ uint32_t cx_frame_check(const uint8_t hdr[CX_FRAME_HDR_SIZE], int portable)
     return check_portable(hdr);
 }
 
-void cx_frame_encode(const struct cx_frame_hdr *h, uint8_t out[CX_FRAME_HDR_SIZE])
+static inline void encode(const struct cx_frame_hdr *h, uint8_t out[CX_FRAME_HDR_SIZE],
+                          int unchecked)
 {
+    uint8_t flags = (uint8_t)((h->flags & ~CX_FRAME_F_UNCHECKED) |
+                              (unchecked ? CX_FRAME_F_UNCHECKED : 0));
     uint64_t w0 = (uint64_t)CX_FRAME_MAGIC | (uint64_t)CX_FRAME_VERSION << 8 |
-                  (uint64_t)h->type << 16 | (uint64_t)h->flags << 24 | (uint64_t)h->channel << 32;
+                  (uint64_t)h->type << 16 | (uint64_t)flags << 24 | (uint64_t)h->channel << 32;
     uint64_t w1 = h->seq, w2 = h->format, w3 = h->ack;
     uint64_t w4 = (uint64_t)h->length | (uint64_t)h->frag_offset << 32;
     uint32_t t = h->msg_length;
@@ -167,10 +170,20 @@ void cx_frame_encode(const struct cx_frame_hdr *h, uint8_t out[CX_FRAME_HDR_SIZE
     put64(out + 24, w3);
     put64(out + 32, w4);
     put32(out + 40, t);
-    put32(out + 44, hdr_check(out, WORDS));
+    put32(out + 44, unchecked ? 0 : hdr_check(out, WORDS));
 }
 
-int cx_frame_decode(const uint8_t *in, size_t avail, struct cx_frame_hdr *h)
+void cx_frame_encode(const struct cx_frame_hdr *h, uint8_t out[CX_FRAME_HDR_SIZE])
+{
+    encode(h, out, 0);
+}
+
+void cx_frame_encode_unchecked(const struct cx_frame_hdr *h, uint8_t out[CX_FRAME_HDR_SIZE])
+{
+    encode(h, out, 1);
+}
+
+static inline int decode(const uint8_t *in, size_t avail, struct cx_frame_hdr *h, int local)
 {
     if (avail < CX_FRAME_HDR_SIZE)
         return -EAGAIN;
@@ -183,11 +196,20 @@ int cx_frame_decode(const uint8_t *in, size_t avail, struct cx_frame_hdr *h)
         return cx_err_set(EPROTO, "frame: unsupported version %u (this build speaks %u)",
                           in[1], CX_FRAME_VERSION);
     }
-    if (__builtin_expect(get32(in + 44) != hdr_check(in, WORDS), 0))
-        return cx_err_set(EPROTO, "frame: header checksum mismatch (corrupt or torn frame)");
-    /* every field assigned: no memset of h first */
     uint8_t type = (uint8_t)(w0 >> 16), flags = (uint8_t)(w0 >> 24);
+    if (__builtin_expect(flags & CX_FRAME_F_UNCHECKED, 0) && local) {
+        if (get32(in + 44) != 0) /* what the encoder writes: one spelling per header */
+            return cx_err_set(EPROTO, "frame: unchecked header with a check field of %#x",
+                              get32(in + 44));
+        flags &= (uint8_t)~CX_FRAME_F_UNCHECKED; /* in memory: no check (cx_frame.h) */
+    } else if (flags & CX_FRAME_F_UNCHECKED) {
+        return cx_err_set(EPROTO, "frame: header without its check (allowed on in-memory "
+                                  "links only)");
+    } else if (__builtin_expect(get32(in + 44) != hdr_check(in, WORDS), 0)) {
+        return cx_err_set(EPROTO, "frame: header checksum mismatch (corrupt or torn frame)");
+    }
     uint32_t length = (uint32_t)w4, frag_offset = (uint32_t)(w4 >> 32), msg_length = t;
+    memset(h, 0, sizeof *h); /* padding too: callers may compare headers whole */
     h->type = type;
     h->flags = flags;
     h->channel = (uint32_t)(w0 >> 32);
@@ -212,4 +234,14 @@ int cx_frame_decode(const uint8_t *in, size_t avail, struct cx_frame_hdr *h)
                           frag_offset, length, msg_length);
     }
     return 0;
+}
+
+int cx_frame_decode(const uint8_t *in, size_t avail, struct cx_frame_hdr *h)
+{
+    return decode(in, avail, h, 0);
+}
+
+int cx_frame_decode_local(const uint8_t *in, size_t avail, struct cx_frame_hdr *h)
+{
+    return decode(in, avail, h, 1);
 }

@@ -448,7 +448,7 @@ static int shm_send(struct cx_link *k, const struct cx_frame_hdr *h, const struc
         len <= cx_spsc_ring_max_body(&s->tx) - CX_FRAME_HDR_SIZE) {
         uint8_t *p = cx_spsc_ring_try_claim(&s->tx, REC_MSG, CX_FRAME_HDR_SIZE + len);
         if (p) {
-            cx_frame_encode(&hh, p);
+            cx_frame_encode_unchecked(&hh, p);
             gather(p + CX_FRAME_HDR_SIZE, iov, iovcnt);
             cx_spsc_ring_commit(&s->tx);
             s->wake_peer |= cx_spsc_ring_take_reader_idle(&s->tx);
@@ -457,7 +457,7 @@ static int shm_send(struct cx_link *k, const struct cx_frame_hdr *h, const struc
         }
     }
     uint8_t hdr[CX_FRAME_HDR_SIZE];
-    cx_frame_encode(&hh, hdr);
+    cx_frame_encode_unchecked(&hh, hdr);
     size_t off = 0;
     if (cx_txq_len(&s->txq) == 0) {
         int done = emit(s, hdr, iov, iovcnt, len, &off);
@@ -486,7 +486,7 @@ static void on_record(void *clientd, uint32_t type, uint8_t *body, uint32_t len)
 {
     struct shm_link *s = clientd;
     struct cx_frame_hdr h;
-    if (len < CX_FRAME_HDR_SIZE || cx_frame_decode(body, len, &h) < 0) {
+    if (len < CX_FRAME_HDR_SIZE || cx_frame_decode_local(body, len, &h) < 0) {
         s->failed = -EPROTO;
         return;
     }
