@@ -296,10 +296,10 @@ void cx_chan_ctx_destroy(struct cx_chan_ctx *ctx)
         for (struct chan_peer *p = ctx->peers; p && !busy; p = p->next) {
             if (p->failed)
                 continue;
-            busy = p->out || p->queued || pthread_mutex_trylock(&p->lock) != 0;
+            busy = p->out || p->queued || cx_rtrylock(&p->lock) != 0;
             if (!busy) { /* bytes the link accepted but the socket did not take yet */
                 busy = cx_link_pending(p->link) > 0;
-                pthread_mutex_unlock(&p->lock);
+                cx_runlock(&p->lock);
             }
         }
         if (!busy || chan_now_ms() >= deadline)

@@ -1,7 +1,7 @@
 /* Internals of the channel runtime (see README.md for the design).
  *
  * Locks. One mutex per process runtime (ctx->lock) guards every table, queue and counter.
- * One recursive mutex per peer (peer->lock) guards its link, because a driver link must not
+ * One recursive lock per peer (peer->lock, a cx_rlock) guards its link, because a driver link must not
  * be sent on and progressed at once. Order: peer lock, then ctx lock. The progress thread
  * takes a peer lock blockingly; other threads take one only with trylock (if it is busy the
  * event is queued and the progress thread sends it), so no thread ever waits for a peer
@@ -28,6 +28,7 @@
 
 #include "channel/cx_chan.h"
 #include "channel/cx_chan_queue.h"
+#include "common/cx_lock.h"
 #include "engine/cx_engine.h"
 #include "format/cx_codec.h"
 #include "stack/cx_mux.h"
@@ -105,7 +106,7 @@ struct chan_lsn {
 struct chan_peer {
     struct chan_peer *next;
     struct cx_chan_ctx *ctx;
-    pthread_mutex_t lock;     /* recursive; the link */
+    struct cx_rlock lock;     /* recursive; the link (common/cx_lock.h) */
     struct cx_mux *mux;
     struct cx_link *link;     /* cx_mux_link(mux) */
     const char *kind;         /* the network driver under the mux: "shm", "tcp", ... */

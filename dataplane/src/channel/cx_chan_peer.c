@@ -61,11 +61,7 @@ int chan_peer_add(struct cx_chan_ctx *ctx, struct cx_link *raw, const char *addr
         free(p);
         return rc;
     }
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&p->lock, &a);
-    pthread_mutexattr_destroy(&a);
+    /* p->lock: a zeroed cx_rlock is free */
     p->ctx = ctx;
     p->shm = strcmp(p->kind, "shm") == 0;
     p->ucx = strcmp(p->kind, "ucx") == 0;
@@ -232,13 +228,13 @@ static void on_frame(void *arg, const struct cx_frame_hdr *h, const void *payloa
 int chan_peer_flush(struct chan_peer *p)
 {
     int work = 0;
-    pthread_mutex_lock(&p->lock);
+    cx_rlock(&p->lock);
     /* Never wait for the runtime lock while holding the link: a submitter holding it would
      * find the link busy, queue its event and come back, and the two would take turns for
      * good (every event through the queue). A busy runtime lock means a submitter that
      * drains the queue itself (cx_chan_source.c); the next round looks again. */
     if (pthread_mutex_trylock(&p->ctx->lock) != 0) {
-        pthread_mutex_unlock(&p->lock);
+        cx_runlock(&p->lock);
         return 0;
     }
     while (p->out && !p->failed) {
@@ -263,7 +259,7 @@ int chan_peer_flush(struct chan_peer *p)
     if (!p->failed)
         work += chan_drain_peer(p);
     pthread_mutex_unlock(&p->ctx->lock);
-    pthread_mutex_unlock(&p->lock);
+    cx_runlock(&p->lock);
     return work;
 }
 
@@ -271,7 +267,7 @@ static int peer_poll(void *arg, int budget)
 {
     struct chan_peer *p = arg;
     chan_thread_ctx = p->ctx;
-    pthread_mutex_lock(&p->lock);
+    cx_rlock(&p->lock);
     int rc = p->failed;
     if (rc == 0) {
         sync_mux(p);
@@ -284,7 +280,7 @@ static int peer_poll(void *arg, int budget)
                  __atomic_load_n(&p->queued, __ATOMIC_ACQUIRE))
             rc += chan_peer_flush(p); /* a miss here is caught: who queues also kicks */
     }
-    pthread_mutex_unlock(&p->lock);
+    cx_runlock(&p->lock);
     chan_thread_ctx = NULL;
     return rc;
 }
@@ -292,12 +288,12 @@ static int peer_poll(void *arg, int budget)
 static int peer_arm(void *arg)
 {
     struct chan_peer *p = arg;
-    if (pthread_mutex_trylock(&p->lock) != 0)
+    if (cx_rtrylock(&p->lock) != 0)
         return -EAGAIN;
     pthread_mutex_lock(&p->ctx->lock);
     int rc = p->failed || p->out || p->queued ? -EAGAIN : cx_link_arm(p->link);
     pthread_mutex_unlock(&p->ctx->lock);
-    pthread_mutex_unlock(&p->lock);
+    cx_runlock(&p->lock);
     return rc;
 }
 
@@ -308,7 +304,7 @@ static void peer_error(void *arg, int rc)
     struct cx_chan_ctx *ctx = p->ctx;
     (void)rc;
     chan_thread_ctx = ctx;
-    pthread_mutex_lock(&p->lock);
+    cx_rlock(&p->lock);
     pthread_mutex_lock(&ctx->lock);
     for (struct chan_peer **pp = &ctx->peers; *pp; pp = &(*pp)->next)
         if (*pp == p) {
@@ -327,7 +323,7 @@ static void peer_error(void *arg, int rc)
         chan_process_gone(ctx, p->addr);
     pthread_cond_broadcast(&ctx->cv);
     pthread_mutex_unlock(&ctx->lock);
-    pthread_mutex_unlock(&p->lock);
+    cx_runlock(&p->lock);
     chan_peer_free(p);
     chan_thread_ctx = NULL;
 }
@@ -360,6 +356,5 @@ void chan_peer_free(struct chan_peer *p)
         free(o);
     }
     free(p->pushed);
-    pthread_mutex_destroy(&p->lock);
     free(p);
 }

@@ -278,7 +278,7 @@ static void deliver_remote(struct sub *u, struct chan_dest *d)
         }
     }
     struct chan_peer *p = d->peer;
-    if (p && !p->failed && pthread_mutex_trylock(&p->lock) == 0) {
+    if (p && !p->failed && cx_rtrylock(&p->lock) == 0) {
         int sent = 0;
         /* what waits goes first, from here rather than the progress thread: a steady stream
          * would otherwise keep the queue (and the general path) for good */
@@ -295,7 +295,7 @@ static void deliver_remote(struct sub *u, struct chan_dest *d)
             if (!chan_on_progress_thread(ch->ctx) && cx_link_pending(p->link))
                 chan_kick(ch->ctx);
         }
-        pthread_mutex_unlock(&p->lock);
+        cx_runlock(&p->lock);
         if (sent)
             return;
     }
@@ -325,7 +325,7 @@ static int submit_fast(struct sub *u)
     __atomic_add_fetch(&ch->route_active, 1, __ATOMIC_SEQ_CST);
     struct chan_dest *d = __atomic_load_n(&ch->route, __ATOMIC_SEQ_CST);
     struct chan_peer *p = d ? d->peer : NULL; /* d and p live while route_active counts us */
-    if (p && pthread_mutex_trylock(&p->lock) == 0) {
+    if (p && cx_rtrylock(&p->lock) == 0) {
         if (!p->failed && cx_link_pending(p->link) < CHAN_LINK_HIGH) {
             /* under the peer lock: numbered in the order the link carries them */
             chan_count(&s->seq, 1);
@@ -342,7 +342,7 @@ static int submit_fast(struct sub *u)
             kick |= !chan_on_progress_thread(ch->ctx) && cx_link_pending(p->link);
             done = 1;
         }
-        pthread_mutex_unlock(&p->lock);
+        cx_runlock(&p->lock);
     }
     __atomic_sub_fetch(&ch->route_active, 1, __ATOMIC_SEQ_CST);
     if (kick) {

@@ -154,10 +154,13 @@ uint32_t cx_frame_check(const uint8_t hdr[CX_FRAME_HDR_SIZE], int portable)
     return check_portable(hdr);
 }
 
-void cx_frame_encode(const struct cx_frame_hdr *h, uint8_t out[CX_FRAME_HDR_SIZE])
+static inline void encode(const struct cx_frame_hdr *h, uint8_t out[CX_FRAME_HDR_SIZE],
+                          int unchecked)
 {
+    uint8_t flags = (uint8_t)((h->flags & ~CX_FRAME_F_UNCHECKED) |
+                              (unchecked ? CX_FRAME_F_UNCHECKED : 0));
     uint64_t w0 = (uint64_t)CX_FRAME_MAGIC | (uint64_t)CX_FRAME_VERSION << 8 |
-                  (uint64_t)h->type << 16 | (uint64_t)h->flags << 24 | (uint64_t)h->channel << 32;
+                  (uint64_t)h->type << 16 | (uint64_t)flags << 24 | (uint64_t)h->channel << 32;
     uint64_t w1 = h->seq, w2 = h->format, w3 = h->ack;
     uint64_t w4 = (uint64_t)h->length | (uint64_t)h->frag_offset << 32;
     uint32_t t = h->msg_length;
@@ -167,41 +170,78 @@ void cx_frame_encode(const struct cx_frame_hdr *h, uint8_t out[CX_FRAME_HDR_SIZE
     put64(out + 24, w3);
     put64(out + 32, w4);
     put32(out + 40, t);
-    put32(out + 44, hdr_check(out, WORDS));
+    put32(out + 44, unchecked ? 0 : hdr_check(out, WORDS));
 }
 
-int cx_frame_decode(const uint8_t *in, size_t avail, struct cx_frame_hdr *h)
+void cx_frame_encode(const struct cx_frame_hdr *h, uint8_t out[CX_FRAME_HDR_SIZE])
+{
+    encode(h, out, 0);
+}
+
+void cx_frame_encode_unchecked(const struct cx_frame_hdr *h, uint8_t out[CX_FRAME_HDR_SIZE])
+{
+    encode(h, out, 1);
+}
+
+static inline int decode(const uint8_t *in, size_t avail, struct cx_frame_hdr *h, int local)
 {
     if (avail < CX_FRAME_HDR_SIZE)
         return -EAGAIN;
-    if (in[0] != CX_FRAME_MAGIC)
-        return cx_err_set(EPROTO, "frame: bad magic 0x%02x (not a Conflux frame)", in[0]);
-    if (in[1] != CX_FRAME_VERSION)
-        return cx_err_set(EPROTO, "frame: unsupported version %u (this build speaks %u)", in[1],
-                          CX_FRAME_VERSION);
     LOAD_WORDS(in);
-    if (get32(in + 44) != hdr_check(in, WORDS))
+    /* magic and version in one compare of the first word's low 16 bits (the errors below
+     * tell them apart only when it fails) */
+    if (__builtin_expect((uint16_t)w0 != (CX_FRAME_MAGIC | CX_FRAME_VERSION << 8), 0)) {
+        if (in[0] != CX_FRAME_MAGIC)
+            return cx_err_set(EPROTO, "frame: bad magic 0x%02x (not a Conflux frame)", in[0]);
+        return cx_err_set(EPROTO, "frame: unsupported version %u (this build speaks %u)",
+                          in[1], CX_FRAME_VERSION);
+    }
+    uint8_t type = (uint8_t)(w0 >> 16), flags = (uint8_t)(w0 >> 24);
+    if (__builtin_expect(flags & CX_FRAME_F_UNCHECKED, 0) && local) {
+        if (get32(in + 44) != 0) /* what the encoder writes: one spelling per header */
+            return cx_err_set(EPROTO, "frame: unchecked header with a check field of %#x",
+                              get32(in + 44));
+        flags &= (uint8_t)~CX_FRAME_F_UNCHECKED; /* in memory: no check (cx_frame.h) */
+    } else if (flags & CX_FRAME_F_UNCHECKED) {
+        return cx_err_set(EPROTO, "frame: header without its check (allowed on in-memory "
+                                  "links only)");
+    } else if (__builtin_expect(get32(in + 44) != hdr_check(in, WORDS), 0)) {
         return cx_err_set(EPROTO, "frame: header checksum mismatch (corrupt or torn frame)");
-    memset(h, 0, sizeof *h);
-    h->type = (uint8_t)(w0 >> 16);
-    h->flags = (uint8_t)(w0 >> 24);
+    }
+    uint32_t length = (uint32_t)w4, frag_offset = (uint32_t)(w4 >> 32), msg_length = t;
+    memset(h, 0, sizeof *h); /* padding too: callers may compare headers whole */
+    h->type = type;
+    h->flags = flags;
     h->channel = (uint32_t)(w0 >> 32);
     h->seq = w1;
     h->format = w2;
     h->ack = w3;
-    h->length = (uint32_t)w4;
-    h->frag_offset = (uint32_t)(w4 >> 32);
-    h->msg_length = t;
-    if (h->type < CX_FRAME_DATA || h->type > CX_FRAME_LOOKUP)
-        return cx_err_set(EPROTO, "frame: unknown type %u", h->type);
-    if (h->msg_length > CX_FRAME_MAX_MSG || h->length > h->msg_length)
+    h->length = length;
+    h->frag_offset = frag_offset;
+    h->msg_length = msg_length;
+    if (__builtin_expect(type < CX_FRAME_DATA || type > CX_FRAME_LOOKUP, 0))
+        return cx_err_set(EPROTO, "frame: unknown type %u", type);
+    if (__builtin_expect(msg_length > CX_FRAME_MAX_MSG || length > msg_length, 0))
         return cx_err_set(EMSGSIZE, "frame: length %u of message %u exceeds the %u-byte limit",
-                          h->length, h->msg_length, CX_FRAME_MAX_MSG);
-    if ((h->flags & CX_FRAME_F_FRAG) && (uint64_t)h->frag_offset + h->length > h->msg_length)
+                          length, msg_length, CX_FRAME_MAX_MSG);
+    if (!(flags & CX_FRAME_F_FRAG)) {
+        if (__builtin_expect(length != msg_length, 0))
+            return cx_err_set(EPROTO,
+                              "frame: unfragmented frame with length %u != message length %u",
+                              length, msg_length);
+    } else if ((uint64_t)frag_offset + length > msg_length) {
         return cx_err_set(EMSGSIZE, "frame: fragment [%u, +%u) lies outside its %u-byte message",
-                          h->frag_offset, h->length, h->msg_length);
-    if (!(h->flags & CX_FRAME_F_FRAG) && h->length != h->msg_length)
-        return cx_err_set(EPROTO, "frame: unfragmented frame with length %u != message length %u",
-                          h->length, h->msg_length);
+                          frag_offset, length, msg_length);
+    }
     return 0;
+}
+
+int cx_frame_decode(const uint8_t *in, size_t avail, struct cx_frame_hdr *h)
+{
+    return decode(in, avail, h, 0);
+}
+
+int cx_frame_decode_local(const uint8_t *in, size_t avail, struct cx_frame_hdr *h)
+{
+    return decode(in, avail, h, 1);
 }

@@ -23,6 +23,14 @@
  *                       catches every corruption within 32 consecutive bits (any single
  *                       byte), and torn or foreign headers but for 1 in 2^32
  *
+ * In-memory links (shm) may leave hdr_check out: a record with CX_FRAME_F_UNCHECKED set
+ * carries 0 there and is not checked. The check guards against bytes corrupted on a wire
+ * or by a stranger; a shm record is written by the peer process straight into this host's
+ * memory, where a check would only catch what the magic, version, type and length checks
+ * (kept on every link) catch anyway. cx_frame_decode, which every network driver uses,
+ * refuses such a record (-EPROTO), so a peer cannot skip the check over tcp, tls, udp, ucx
+ * or dpdk; only cx_frame_decode_local accepts it.
+ *
  * Version 2 changed hdr_check from FNV-1a to CRC-32C (faster: a CPU instruction where
  * there is one, the same value from a table elsewhere). A version-1 peer is refused with
  * "unsupported version" rather than a checksum mismatch.
@@ -54,6 +62,7 @@ enum cx_frame_flag {
     CX_FRAME_F_RETX = 1u << 3,  /* retransmission */
     CX_FRAME_F_REPLY = 1u << 4, /* reply to a request (CTRL, FORMAT, LOOKUP) */
     CX_FRAME_F_END = 1u << 5,   /* end of stream (pipe closed by its writer) */
+    CX_FRAME_F_UNCHECKED = 1u << 6, /* hdr_check left out (0): in-memory links only, above */
 };
 
 struct cx_frame_hdr {
@@ -68,14 +77,27 @@ struct cx_frame_hdr {
     uint32_t msg_length;
 };
 
-/* Writes h into out[CX_FRAME_HDR_SIZE] (sets magic, version and the check). */
+/* Writes h into out[CX_FRAME_HDR_SIZE] (sets magic, version and the check; a
+ * CX_FRAME_F_UNCHECKED in h->flags is dropped: this header is checked). */
 void cx_frame_encode(const struct cx_frame_hdr *h, uint8_t out[CX_FRAME_HDR_SIZE]);
+
+/* The same with CX_FRAME_F_UNCHECKED set and hdr_check 0: for in-memory links only (shm),
+ * whose receiver decodes with cx_frame_decode_local. */
+void cx_frame_encode_unchecked(const struct cx_frame_hdr *h, uint8_t out[CX_FRAME_HDR_SIZE]);
 
 /* Parses in[0..avail) into h. Returns 0, or a negative errno with cx_errmsg() set:
  * -EAGAIN when avail < CX_FRAME_HDR_SIZE (not an error: read more), -EPROTO for a bad
  * magic, version, type or check, -EMSGSIZE when a length exceeds CX_FRAME_MAX_MSG or a
  * fragment lies outside its message. */
 int cx_frame_decode(const uint8_t *in, size_t avail, struct cx_frame_hdr *h);
+/* cx_frame_decode also refuses (-EPROTO) a header with CX_FRAME_F_UNCHECKED: network
+ * links always carry the check. */
+
+/* cx_frame_decode for an in-memory link: a header with CX_FRAME_F_UNCHECKED is taken
+ * without its check (every other check stays; its hdr_check must be 0) and the flag is
+ * cleared in h->flags; a
+ * header without it is checked as by cx_frame_decode. */
+int cx_frame_decode_local(const uint8_t *in, size_t avail, struct cx_frame_hdr *h);
 
 /* The hdr_check value of hdr[0..44). portable = 0 takes the fastest code this CPU has (what
  * encode and decode use); portable = 1 forces the table code every machine runs. Both give

@@ -178,4 +178,68 @@ CX_TEST(error_wrap_adds_context)
     CX_CHECK_EQ_INT(cx_errcode(), EINVAL);
 }
 
+/* In-memory links leave the check out (CX_FRAME_F_UNCHECKED): only the local decoder takes
+ * such a header, and it still checks everything but the check. */
+CX_TEST(unchecked_header_only_on_in_memory_links)
+{
+    struct cx_frame_hdr h = sample(), g;
+    uint8_t buf[CX_FRAME_HDR_SIZE];
+    cx_frame_encode_unchecked(&h, buf);
+    CX_CHECK(buf[3] & CX_FRAME_F_UNCHECKED);
+    CX_CHECK(buf[44] == 0 && buf[45] == 0 && buf[46] == 0 && buf[47] == 0);
+    CX_CHECK_EQ_INT(cx_frame_decode(buf, sizeof buf, &g), -EPROTO);
+    CX_CHECK(strstr(cx_errmsg(), "without its check") != NULL);
+    /* a forged check does not make it acceptable off memory */
+    uint32_t c = cx_frame_check(buf, 0);
+    memcpy(buf + 44, &c, 4);
+    CX_CHECK_EQ_INT(cx_frame_decode(buf, sizeof buf, &g), -EPROTO);
+    CX_CHECK_EQ_INT(cx_frame_decode_local(buf, sizeof buf, &g), -EPROTO); /* not 0 */
+    cx_frame_encode_unchecked(&h, buf);
+    CX_CHECK_EQ_INT(cx_frame_decode_local(buf, sizeof buf, &g), 0);
+    CX_CHECK(memcmp(&h, &g, sizeof h) == 0); /* the flag is the link's, not the caller's */
+    CX_CHECK_EQ_INT(cx_frame_decode_local(buf, CX_FRAME_HDR_SIZE - 1, &g), -EAGAIN);
+    /* every other check stays: magic, version, type, lengths, fragments */
+    buf[0] ^= 1;
+    CX_CHECK_EQ_INT(cx_frame_decode_local(buf, sizeof buf, &g), -EPROTO);
+    cx_frame_encode_unchecked(&h, buf);
+    buf[1] = 1;
+    CX_CHECK_EQ_INT(cx_frame_decode_local(buf, sizeof buf, &g), -EPROTO);
+    struct cx_frame_hdr bad = sample();
+    bad.type = 9;
+    cx_frame_encode_unchecked(&bad, buf);
+    CX_CHECK_EQ_INT(cx_frame_decode_local(buf, sizeof buf, &g), -EPROTO);
+    bad = sample();
+    bad.length = bad.msg_length = CX_FRAME_MAX_MSG + 1;
+    cx_frame_encode_unchecked(&bad, buf);
+    CX_CHECK_EQ_INT(cx_frame_decode_local(buf, sizeof buf, &g), -EMSGSIZE);
+    bad = sample();
+    bad.length = 10; /* unfragmented, msg_length 1000 */
+    cx_frame_encode_unchecked(&bad, buf);
+    CX_CHECK_EQ_INT(cx_frame_decode_local(buf, sizeof buf, &g), -EPROTO);
+    bad = sample();
+    bad.flags |= CX_FRAME_F_FRAG;
+    bad.msg_length = 4096, bad.frag_offset = 4000, bad.length = 200;
+    cx_frame_encode_unchecked(&bad, buf);
+    CX_CHECK_EQ_INT(cx_frame_decode_local(buf, sizeof buf, &g), -EMSGSIZE);
+}
+
+/* A checked header is checked by the local decoder too, and cx_frame_encode never emits
+ * the flag (a caller's stray bit does not turn the check off on a network link). */
+CX_TEST(local_decoder_checks_checked_headers_and_encode_drops_the_flag)
+{
+    struct cx_frame_hdr h = sample(), g;
+    uint8_t buf[CX_FRAME_HDR_SIZE];
+    for (size_t i = 0; i < 44; i++) {
+        cx_frame_encode(&h, buf);
+        CX_CHECK_EQ_INT(cx_frame_decode_local(buf, sizeof buf, &g), 0);
+        buf[i] ^= 0x04; /* bit 2: never the flag bit (6) of byte 3 */
+        CX_CHECK(cx_frame_decode_local(buf, sizeof buf, &g) < 0);
+    }
+    h.flags |= CX_FRAME_F_UNCHECKED;
+    cx_frame_encode(&h, buf);
+    CX_CHECK(!(buf[3] & CX_FRAME_F_UNCHECKED));
+    CX_CHECK_EQ_INT(cx_frame_decode(buf, sizeof buf, &g), 0);
+    CX_CHECK(g.flags == (h.flags & ~CX_FRAME_F_UNCHECKED));
+}
+
 CX_TEST_MAIN()

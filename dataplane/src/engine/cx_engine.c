@@ -3,6 +3,7 @@
 #include "engine/cx_engine.h"
 
 #include "common/cx_error.h"
+#include "common/cx_lock.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -39,7 +40,7 @@ struct cx_engine {
     const struct cx_idle_strategy *idle;
     struct cx_idle_state ist;
     int epfd, wakefd;
-    pthread_mutex_t lock;  /* held by the engine during a round; add/remove take it */
+    struct cx_lock lock;       /* held by the engine during a round; add/remove take it */
     int waiters;           /* atomic: threads waiting for the lock */
     pthread_t thread;
     int started, stop;
@@ -74,7 +75,6 @@ int cx_engine_create(const struct cx_idle_strategy *idle, struct cx_engine **out
     }
     struct epoll_event ev = {.events = EPOLLIN, .data.u32 = WAKE_ID};
     epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->wakefd, &ev);
-    pthread_mutex_init(&e->lock, NULL);
     pthread_mutex_init(&e->park_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -96,7 +96,7 @@ static void take_lock(struct cx_engine *e)
 {
     __atomic_add_fetch(&e->waiters, 1, __ATOMIC_SEQ_CST);
     cx_engine_wake(e);
-    pthread_mutex_lock(&e->lock);
+    cx_lock(&e->lock);
     __atomic_sub_fetch(&e->waiters, 1, __ATOMIC_SEQ_CST);
 }
 
@@ -119,7 +119,7 @@ static int add_locked(struct cx_engine *e, const struct cx_engine_source *s, int
         }
     if (id < 0) {
         if (!self)
-            pthread_mutex_unlock(&e->lock);
+            cx_unlock(&e->lock);
         return cx_err_set(ENOSPC, "engine: all %d source slots are taken", CX_ENGINE_MAX_SOURCES);
     }
     struct slot *sl = &e->slots[id];
@@ -136,7 +136,7 @@ static int add_locked(struct cx_engine *e, const struct cx_engine_source *s, int
             int err = errno;
             sl->used = 0;
             if (!self)
-                pthread_mutex_unlock(&e->lock);
+                cx_unlock(&e->lock);
             return cx_err_set(err, "engine: epoll_ctl(%s): %s", s->name ? s->name : "?",
                               strerror(err));
         }
@@ -147,7 +147,7 @@ static int add_locked(struct cx_engine *e, const struct cx_engine_source *s, int
         sl->src.ctx = sl; /* links: the slot is the context */
     __atomic_store_n(&sl->active, 1, __ATOMIC_RELEASE);
     if (!self)
-        pthread_mutex_unlock(&e->lock);
+        cx_unlock(&e->lock);
     return id;
 }
 
@@ -210,14 +210,14 @@ int cx_engine_remove(struct cx_engine *e, int id)
         epoll_ctl(e->epfd, EPOLL_CTL_DEL, sl->src.fd, NULL);
     sl->used = 0;
     if (!self)
-        pthread_mutex_unlock(&e->lock);
+        cx_unlock(&e->lock);
     return 0;
 }
 
 int cx_engine_do_work(struct cx_engine *e)
 {
     int work = 0;
-    pthread_mutex_lock(&e->lock);
+    cx_lock(&e->lock);
     e->round_owner = pthread_self();
     __atomic_store_n(&e->in_round, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < e->nslots; i++) {
@@ -250,7 +250,7 @@ int cx_engine_do_work(struct cx_engine *e)
     __atomic_store_n(&e->in_round, 0, __ATOMIC_RELEASE);
     e->st.rounds++;
     e->st.work += (uint64_t)work;
-    pthread_mutex_unlock(&e->lock);
+    cx_unlock(&e->lock);
     return work;
 }
 
@@ -262,7 +262,7 @@ static int is_engine_thread(struct cx_engine *e)
 static int block_ns(struct cx_engine *e, int64_t timeout_ns)
 {
     int blockable = 1;
-    pthread_mutex_lock(&e->lock);
+    cx_lock(&e->lock);
     for (int i = 0; i < e->nslots && blockable; i++) {
         struct slot *sl = &e->slots[i];
         if (!__atomic_load_n(&sl->active, __ATOMIC_ACQUIRE))
@@ -273,7 +273,7 @@ static int block_ns(struct cx_engine *e, int64_t timeout_ns)
             sl->interval = 1;
         }
     }
-    pthread_mutex_unlock(&e->lock);
+    cx_unlock(&e->lock);
     if (!blockable || __atomic_load_n(&e->stop, __ATOMIC_ACQUIRE))
         return 0;
     if (__atomic_load_n(&e->waiters, __ATOMIC_SEQ_CST))
@@ -462,7 +462,6 @@ void cx_engine_destroy(struct cx_engine *e)
     }
     close(e->epfd);
     close(e->wakefd);
-    pthread_mutex_destroy(&e->lock);
     pthread_mutex_destroy(&e->park_lock);
     pthread_cond_destroy(&e->park_cv);
     free(e);

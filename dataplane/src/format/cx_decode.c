@@ -146,8 +146,15 @@ int cx_decode(const struct cx_format *local, uint64_t wire_token, void *buf, siz
               void *out, size_t out_cap, void **event)
 {
     if (wire_token == local->token && local->native && ((uintptr_t)buf & 7) == 0) {
-        const struct cx__plan *plan;
-        if (cx__plan_get(local, local, &plan) == 0 && plan->identity)
+        const struct cx__plan *plan = __atomic_load_n(&local->self_plan, __ATOMIC_ACQUIRE);
+        if (!plan) {
+            if (cx__plan_get(local, local, &plan) == 0) /* the memo is the format's own */
+                __atomic_store_n(&((struct cx_format *)local)->self_plan, plan,
+                                 __ATOMIC_RELEASE);
+            else
+                plan = NULL; /* the general path below reports it */
+        }
+        if (plan && plan->identity)
             return decode_same(local, plan, buf, len, event);
     }
     struct job j;

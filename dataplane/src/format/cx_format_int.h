@@ -59,6 +59,9 @@ struct cx_format {
     size_t desc_len;
     uint64_t token;
     bool native;                /* arch equals this machine's */
+    /* atomic memo: the plan from this format to itself, once cx_decode looked it up (plans
+     * are never freed): the decode of an event in its own format skips the plan cache */
+    const struct cx__plan *self_plan;
 };
 
 /* Builds the derived parts (slots, description, token) once structs are filled in and

@@ -419,6 +419,16 @@ static int peer_gone(struct shm_link *s)
     return 0;
 }
 
+/* The whole of iov[] to dst: cx_iov_copy without its skip and limit (a whole message
+ * into one record), half the instructions per piece for an event's four or five. */
+static inline void gather(uint8_t *dst, const struct iovec *iov, int iovcnt)
+{
+    for (int i = 0; i < iovcnt; i++) {
+        memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+        dst += iov[i].iov_len;
+    }
+}
+
 static int shm_send(struct cx_link *k, const struct cx_frame_hdr *h, const struct iovec *iov,
                     int iovcnt)
 {
@@ -432,8 +442,22 @@ static int shm_send(struct cx_link *k, const struct cx_frame_hdr *h, const struc
     hh.length = (uint32_t)len;
     if (!(hh.flags & CX_FRAME_F_FRAG))
         hh.msg_length = (uint32_t)len, hh.frag_offset = 0;
+    /* the common case, nothing queued and one record: the header is encoded straight
+     * into the ring (no copy of it from the stack) */
+    if (cx_txq_len(&s->txq) == 0 &&
+        len <= cx_spsc_ring_max_body(&s->tx) - CX_FRAME_HDR_SIZE) {
+        uint8_t *p = cx_spsc_ring_try_claim(&s->tx, REC_MSG, CX_FRAME_HDR_SIZE + len);
+        if (p) {
+            cx_frame_encode_unchecked(&hh, p);
+            gather(p + CX_FRAME_HDR_SIZE, iov, iovcnt);
+            cx_spsc_ring_commit(&s->tx);
+            s->wake_peer |= cx_spsc_ring_take_reader_idle(&s->tx);
+            flush_wake(s);
+            return 0;
+        }
+    }
     uint8_t hdr[CX_FRAME_HDR_SIZE];
-    cx_frame_encode(&hh, hdr);
+    cx_frame_encode_unchecked(&hh, hdr);
     size_t off = 0;
     if (cx_txq_len(&s->txq) == 0) {
         int done = emit(s, hdr, iov, iovcnt, len, &off);
@@ -462,7 +486,7 @@ static void on_record(void *clientd, uint32_t type, uint8_t *body, uint32_t len)
 {
     struct shm_link *s = clientd;
     struct cx_frame_hdr h;
-    if (len < CX_FRAME_HDR_SIZE || cx_frame_decode(body, len, &h) < 0) {
+    if (len < CX_FRAME_HDR_SIZE || cx_frame_decode_local(body, len, &h) < 0) {
         s->failed = -EPROTO;
         return;
     }

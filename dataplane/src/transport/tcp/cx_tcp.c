@@ -236,8 +236,11 @@ static int tcp_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
         if (avail >= CX_FRAME_HDR_SIZE) {
             struct cx_frame_hdr h;
             int rc = cx_frame_decode(t->rbuf + t->roff, avail, &h);
-            if (rc < 0)
-                return tcp_fail(t, -rc, "bad frame from peer");
+            if (rc < 0) { /* the decoder's reason, not only strerror */
+                if (!t->failed)
+                    t->failed = rc;
+                return cx_err_wrap(rc, "tcp: bad frame from peer");
+            }
             if (avail - CX_FRAME_HDR_SIZE >= h.length) {
                 t->roff += CX_FRAME_HDR_SIZE + h.length;
                 fn(arg, &h, t->rbuf + t->roff - h.length, h.length);
