@@ -52,7 +52,8 @@ struct cx_chan_stats { uint64_t submitted; uint64_t sent; uint64_t sent_bytes; u
                        uint64_t projected_bytes_saved; uint64_t delivered; uint64_t received_bytes;
                        uint64_t errors; uint32_t sources, sinks; uint32_t removed;
                        uint32_t shm_sinks; uint32_t net_sinks;
-                       uint64_t sent_shm; uint32_t ucx_sinks; uint64_t sent_ucx; };
+                       uint64_t sent_shm; uint32_t ucx_sinks; uint64_t sent_ucx;
+                       uint64_t sent_fast; uint64_t delivered_fast; };
 """
 
 # Functions and the handler type, exactly as declared in C.
