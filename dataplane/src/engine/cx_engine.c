@@ -242,7 +242,9 @@ int cx_engine_do_work(struct cx_engine *e)
         if (rc > 0) {
             work += rc;
             sl->interval = 1;
-        } else if (sl->interval < 8 * sl->src.cost) {
+        } else if (sl->src.cost > 1 && sl->interval < 8 * sl->src.cost) {
+            /* a cost-1 source (a memory load: shm) stays due every round: skipping it
+             * saves less than the rounds its event would wait for */
             sl->interval *= 2;
         }
         sl->countdown = sl->interval;
