@@ -8,7 +8,8 @@
 
 #define LOAD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define ALIGN8(x) (((x) + 7u) & ~(uint64_t)7u)
+#define REC_ALIGN 64u /* records start on a cache line: a small one is one line to fetch */
+#define ALIGN_REC(x) (((x) + REC_ALIGN - 1) & ~(uint64_t)(REC_ALIGN - 1))
 
 void cx_spsc_ring_init(struct cx_ring_ctl *ctl, uint64_t capacity)
 {
@@ -31,6 +32,11 @@ int cx_spsc_ring_attach(struct cx_spsc_ring *r, struct cx_ring_ctl *ctl, uint8_t
     return 0;
 }
 
+void cx_spsc_ring_set_hot(struct cx_spsc_ring *r, uint64_t bytes)
+{
+    r->hot = bytes >= 2 * REC_ALIGN && bytes < r->cap ? bytes : 0;
+}
+
 static inline uint64_t hdr_word(uint32_t len, uint32_t type) { return (uint64_t)type << 32 | len; }
 static inline uint64_t *word_at(const struct cx_spsc_ring *r, uint64_t off)
 {
@@ -42,18 +48,34 @@ void *cx_spsc_ring_try_claim(struct cx_spsc_ring *r, uint32_t type, size_t len)
     if (len > cx_spsc_ring_max_body(r))
         return NULL;
     uint64_t tail = r->ctl->tail; /* only we write it */
-    uint64_t rec = ALIGN8(CX_RING_REC_HDR + len);
+    uint64_t rec = ALIGN_REC(CX_RING_REC_HDR + len);
     uint64_t pos = tail & r->mask, to_end = r->cap - pos;
-    /* the record, a padding record before it if it does not fit before the end, and the
-     * zeroed header word after it */
-    uint64_t need = (rec > to_end ? to_end + rec : rec) + CX_RING_REC_HDR;
+    /* Back to the start early (a padding record to the end) when a small record would
+     * leave the hot window and the consumer is close behind: see cx_spsc_ring_set_hot. */
+    int early = r->hot && pos && pos + rec > r->hot && rec <= r->hot / 2 && rec <= to_end;
+    if (early && tail - r->head_cache > r->hot / 4 && tail >= r->hot_look) {
+        /* the consumer's line, read at most once per quarter window while out of it */
+        r->head_cache = LOAD_ACQ(&r->ctl->head);
+        r->hot_look = tail + r->hot / 4;
+    }
+    early = early && tail - r->head_cache <= r->hot / 4;
+    int pad = rec > to_end || early;
+    /* the record, a padding record before it if it starts over at 0, and the zeroed
+     * header word after it */
+    uint64_t need = (pad ? to_end + rec : rec) + CX_RING_REC_HDR;
     if (need > r->cap - (tail - r->head_cache)) {
         r->head_cache = LOAD_ACQ(&r->ctl->head);
-        if (need > r->cap - (tail - r->head_cache))
-            return NULL;
+        if (need > r->cap - (tail - r->head_cache)) {
+            if (!early) /* a consumer that lags: the rest of the lap is what room there is */
+                return NULL;
+            pad = 0;
+            need = rec + CX_RING_REC_HDR;
+            if (need > r->cap - (tail - r->head_cache))
+                return NULL;
+        }
     }
     r->pad_pos = r->cap;
-    if (rec > to_end) { /* pad to the end, record starts at 0 */
+    if (pad) { /* pad to the end, record starts at 0 */
         r->pad_pos = pos;
         r->pad_hdr = hdr_word((uint32_t)(to_end - CX_RING_REC_HDR), CX_RING_PAD);
         pos = 0;
@@ -97,7 +119,7 @@ int cx_spsc_ring_read(struct cx_spsc_ring *r, cx_ring_handler handler, void *cli
         if (!h) /* not published yet (a published header has a type >= 1) */
             break;
         uint32_t len = (uint32_t)h, type = (uint32_t)(h >> 32);
-        uint64_t rec = ALIGN8(CX_RING_REC_HDR + (uint64_t)len);
+        uint64_t rec = ALIGN_REC(CX_RING_REC_HDR + (uint64_t)len);
         if (rec > r->cap - pos)
             return cx_err_set(EPROTO, "ring: record of %u bytes at offset %llu runs past the "
                               "end of the %llu-byte ring", len, (unsigned long long)pos,
@@ -141,7 +163,7 @@ int cx_spsc_ring_writer_arm(struct cx_spsc_ring *r, size_t len)
     __atomic_store_n(&r->ctl->writer_idle, 1, __ATOMIC_SEQ_CST);
     atomic_thread_fence(memory_order_seq_cst);
     /* worst case with padding (at most rec - 8) and the zeroed word after it: 2 x rec */
-    uint64_t need = 2 * ALIGN8(CX_RING_REC_HDR + len);
+    uint64_t need = 2 * ALIGN_REC(CX_RING_REC_HDR + len);
     uint64_t used = r->ctl->tail - __atomic_load_n(&r->ctl->head, __ATOMIC_SEQ_CST);
     if (r->cap - used >= need) {
         __atomic_store_n(&r->ctl->writer_idle, 0, __ATOMIC_SEQ_CST);

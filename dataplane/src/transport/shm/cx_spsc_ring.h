@@ -6,14 +6,15 @@
  *
  * Memory layout (shared by both processes): one struct cx_ring_ctl (a page) and the data
  * area of `capacity` bytes (a power of two, at least 4 KiB), all zero when the ring is
- * initialised (a fresh memfd is). Records are { u64 header, body[length] } aligned to 8
+ * initialised (a fresh memfd is). Records are { u64 header, body[length] } aligned to 64
  * bytes, the header being type << 32 | length in the host's order (both ends share it).
  *
  * Publication: the producer writes the body, stores zero in the header word that follows
  * the record (so the slot the consumer reads next is never stale from an earlier lap),
  * then stores the header with release order, and only then advances tail. The consumer
  * polls the header word at its head (acquire) and never reads tail on that path, so a
- * small record costs the consumer the record's own cache lines only. A header that is not
+ * small record costs the consumer the record's own cache lines only. Records start on a
+ * 64-byte cache line (the header word first), so one of up to 56 body bytes is one line. A header that is not
  * zero but claims a record past the ring's end is corruption (-EPROTO). One 8-byte word
  * stays free after the newest record (the zero), so the usable room is capacity - 8.
  *
@@ -53,6 +54,8 @@ struct cx_spsc_ring {
     uint64_t pad_pos;     /* producer: offset of a padding record before it, or cap */
     uint64_t pad_hdr;
     uint64_t claim_adv;   /* producer: bytes the commit will publish (0 = no claim) */
+    uint64_t hot;         /* producer: the hot window (cx_spsc_ring_set_hot), 0 = none */
+    uint64_t hot_look;    /* producer: tail at which it may read head again for it */
 };
 
 /* Initialises a fresh ring control block (by the creator, before sharing it). */
@@ -62,6 +65,18 @@ void cx_spsc_ring_init(struct cx_ring_ctl *ctl, uint64_t capacity);
  * of two or disagrees with expect_cap. */
 int cx_spsc_ring_attach(struct cx_spsc_ring *r, struct cx_ring_ctl *ctl, uint8_t *data,
                         uint64_t expect_cap);
+
+/* Producer: keeps small records in the first `bytes` of the ring while the consumer keeps
+ * up. A record that would end past that hot window and fits in half of it starts over at
+ * offset 0 behind a padding record to the end when the consumer is less than a quarter
+ * of the window behind (and the record fits before it); otherwise (the consumer lags) it goes on
+ * through the lap as usual. So a link whose consumer keeps up touches the same cache lines
+ * lap after lap (a ring walked whole, megabytes, misses the caches on every record), and
+ * the full capacity is still there for bursts and large records. The padding holds its
+ * part of the ring until the consumer passes it, one header read later. The producer
+ * reads the consumer's position for this at most once per quarter window. 0 (the default)
+ * or a size not below the capacity: no window. */
+void cx_spsc_ring_set_hot(struct cx_spsc_ring *r, uint64_t bytes);
 
 /* The largest body try_claim accepts (half the capacity). */
 static inline size_t cx_spsc_ring_max_body(const struct cx_spsc_ring *r) { return r->cap / 2 - CX_RING_REC_HDR; }

@@ -142,13 +142,16 @@ static void lap_on(void *c, uint32_t type, uint8_t *body, uint32_t len)
     s->bad += !ok;
     s->next++;
 }
-CX_TEST(ring_two_threads_records_in_order_across_laps)
+static void two_threads_across_laps(int *cx_failed, int *cx_skipped, uint64_t hot)
 {
     struct cx_ring_ctl *ctl = (void *)lap_mem;
     struct cx_spsc_ring p, c;
+    memset(lap_mem, 0, sizeof lap_mem); /* a ring starts all zero (an earlier test used it) */
     cx_spsc_ring_init(ctl, LAP_RING);
     CX_CHECK_EQ_INT(cx_spsc_ring_attach(&p, ctl, lap_mem + CX_RING_CTL_SIZE, LAP_RING), 0);
     CX_CHECK_EQ_INT(cx_spsc_ring_attach(&c, ctl, lap_mem + CX_RING_CTL_SIZE, LAP_RING), 0);
+    cx_spsc_ring_set_hot(&p, hot);
+    __atomic_store_n(&lap_stop, 0, __ATOMIC_RELEASE);
     pthread_t t;
     CX_CHECK_EQ_INT(pthread_create(&t, NULL, lap_producer, &p), 0);
     struct lap_seen s = {0, 0};
@@ -178,6 +181,83 @@ CX_TEST(ring_two_threads_records_in_order_across_laps)
     }
     CX_CHECK_EQ_INT(calls, 64);
     CX_CHECK(cx_spsc_ring_empty(&c));
+}
+
+CX_TEST(ring_two_threads_records_in_order_across_laps) { two_threads_across_laps(cx_failed, cx_skipped, 0); }
+
+/* The same with a hot window of 2 KiB in the 16 KiB ring: records up to 1 KiB start over
+ * early, larger ones and those of a lagging consumer go on through the lap. */
+CX_TEST(ring_two_threads_in_order_with_a_hot_window) { two_threads_across_laps(cx_failed, cx_skipped, 2048); }
+
+/* The hot window: while the consumer keeps up, small records stay in the ring's first
+ * bytes lap after lap; when it lags, the whole ring fills as without the window; a record
+ * larger than half the window goes where the ring stands. */
+CX_TEST(ring_hot_window_keeps_small_records_in_front)
+{
+    static _Alignas(64) uint8_t mem[CX_RING_CTL_SIZE + 65536];
+    struct cx_ring_ctl *ctl = (void *)mem;
+    uint8_t *data = mem + CX_RING_CTL_SIZE;
+    struct cx_spsc_ring p, c;
+    cx_spsc_ring_init(ctl, 65536);
+    CX_CHECK_EQ_INT(cx_spsc_ring_attach(&p, ctl, data, 65536), 0);
+    CX_CHECK_EQ_INT(cx_spsc_ring_attach(&c, ctl, data, 65536), 0);
+    cx_spsc_ring_set_hot(&p, 4096);
+    struct ring_seen s = {0, 0};
+    uint32_t sent = 0;
+    size_t far = 0; /* the furthest byte a record reached */
+    for (int i = 0; i < 2000; i++, sent++) { /* the consumer keeps up */
+        uint32_t len = 4 + sent % 300;
+        uint8_t *b = cx_spsc_ring_try_claim(&p, 7, len);
+        CX_CHECK(b != NULL);
+        memcpy(b, &sent, 4);
+        size_t end = (size_t)(b - data) + len;
+        far = end > far ? end : far;
+        cx_spsc_ring_commit(&p);
+        CX_CHECK_EQ_INT(cx_spsc_ring_read(&c, ring_on, &s, 4), 1);
+    }
+    CX_CHECK(far <= 4096);
+    CX_CHECK(ctl->tail > 50 * 4096ull); /* many windows' worth of bytes, all in the window */
+    /* The consumer lags: records fill the whole ring. A padding record of the window
+     * holds its part of the ring until the consumer passes it, having read what stood
+     * before it: at most a quarter window (1 KiB here), up to 16 records of 64 bytes. */
+    uint32_t burst = 0;
+    int reads = 0;
+    for (;; sent++, burst++) {
+        uint32_t len = 4 + sent % 300;
+        uint8_t *b = cx_spsc_ring_try_claim(&p, 7, len);
+        if (!b && reads++ == 0) {
+            CX_CHECK(cx_spsc_ring_read(&c, ring_on, &s, 16) > 0);
+            b = cx_spsc_ring_try_claim(&p, 7, len);
+        }
+        if (!b)
+            break;
+        memcpy(b, &sent, 4);
+        cx_spsc_ring_commit(&p);
+    }
+    /* at most 320 bytes a record: far more than the window */
+    CX_CHECK(burst > (65536 - 4096 - 4096) / 320);
+    while (!cx_spsc_ring_empty(&c))
+        cx_spsc_ring_read(&c, ring_on, &s, 64);
+    CX_CHECK_EQ_INT(s.bad, 0);
+    CX_CHECK_EQ_INT(s.next, sent);
+    /* near the window's end (the consumer keeping up): a record larger than half the
+     * window goes where the ring stands, a smaller one starts over at 0 */
+    while ((ctl->tail & 65535) < 3200 || (ctl->tail & 65535) >= 3584) {
+        uint8_t *r = cx_spsc_ring_try_claim(&p, 7, 4 + sent % 300);
+        CX_CHECK(r != NULL);
+        memcpy(r, &sent, 4);
+        sent++;
+        cx_spsc_ring_commit(&p);
+        CX_CHECK_EQ_INT(cx_spsc_ring_read(&c, ring_on, &s, 4), 1);
+    }
+    CX_CHECK_EQ_INT(s.bad, 0);
+    uint64_t pos = ctl->tail & 65535;
+    uint8_t *b = cx_spsc_ring_try_claim(&p, 7, 3000);
+    CX_CHECK(b != NULL && (size_t)(b - data) == pos + CX_RING_REC_HDR);
+    cx_spsc_ring_abort(&p);
+    b = cx_spsc_ring_try_claim(&p, 7, 1000);
+    CX_CHECK(b != NULL && (size_t)(b - data) == CX_RING_REC_HDR);
+    cx_spsc_ring_abort(&p);
 }
 
 CX_TEST(shm_bad_address)
