@@ -280,10 +280,6 @@ int chan_link_setup(struct cx_chan_ctx *ctx, const struct cx_chan_ctx_opts *o);
  * when it is on this host (its rendezvous answers), else addr itself. Blocks for the
  * connect; called without ctx lock. */
 int chan_link_dial(struct cx_chan_ctx *ctx, const char *addr, struct cx_link **out);
-/* Over a datagram driver's stack: a filter carrying the header's seq (the event number) in
- * the payload, which the stack's reliability filter would overwrite (cx_chan_seq.c). Takes
- * lower; 0 or -ENOMEM (lower not taken). */
-int chan_seq_wrap(struct cx_link *lower, struct cx_link **out);
 /* The engine source polling a listener (accepted links become peers). */
 int chan_listen_poll(void *arg, int budget);
 /* Which link to use to a peer not on this host, from both ends' fabric and the peer's ucx

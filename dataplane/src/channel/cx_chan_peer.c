@@ -39,17 +39,10 @@ int chan_peer_add(struct cx_chan_ctx *ctx, struct cx_link *raw, const char *addr
         return cx_err_set(ENOMEM, "channel: out of memory for a peer");
     }
     p->kind = raw->ops->name; /* the driver's, before the stack hides it */
-    struct cx_driver_caps caps;
-    cx_link_caps(raw, &caps);
     /* what the driver's link lacks (reliability and fragmentation on a datagram driver
-     * such as dpdk, and then the event numbers in the payload); one reliable link comes
-     * back as it is */
+     * such as dpdk; the event numbers in the header's seq still arrive as sent); one
+     * reliable link comes back as it is */
     int rc = cx_stack_assemble(&raw, 1, &raw);
-    if (rc == 0 && (caps.flags & CX_CAP_DATAGRAM)) {
-        struct cx_link *s;
-        if ((rc = chan_seq_wrap(raw, &s)) == 0)
-            raw = s;
-    }
     if (rc < 0) {
         cx_link_close(raw);
         free(p);

@@ -59,7 +59,6 @@ struct pi_reader {
 struct pi_direct {
     char addr[CX_SP_ADDR_MAX + 1];
     struct cx_link *link; /* NULL once failed: that reader falls back to the space */
-    int seq_in_payload;   /* a datagram driver's stack: its rel owns the header's seq */
 };
 
 /* A reader on the writer's hold list (seed Figure 7, #87-#89): it is migrating, so the
@@ -184,11 +183,6 @@ struct pi_resume {
 int pi_reader_open(const char *name, int s, const struct pi_resume *resume);
 /* Direct links from writers carrying pipe_id into this process (g_pi.mu held). */
 int pi_rt_inbound_links(uint64_t pipe_id);
-/* Whether a direct link over a driver with these caps carries each segment's id in the
- * first 8 bytes of its payload: on a datagram driver (dpdk) the stack's reliability filter
- * owns the header's seq (src/stack/README.md), so the id cannot ride there. Both ends
- * decide from their driver's caps, so they agree. */
-int pi_seq_in_payload(const struct cx_driver_caps *raw);
 
 /* The migration blob (cx_pipe_migrate.c; its layout is described there). */
 struct pi_blob {

@@ -21,7 +21,6 @@
 
 struct pi_inbound {
     struct cx_link *link;
-    int seq_in_payload; /* the writer puts each segment's id before it (pi_seq_in_payload) */
     uint64_t pipe_id;   /* from the writer's hello */
     struct pi_inbound *next;
 };
@@ -96,20 +95,7 @@ static void on_inbound(void *arg, const struct cx_frame_hdr *h, const void *p, s
     }
     if (h->type != CX_FRAME_DATA || !ib->pipe_id)
         return;
-    if (ib->seq_in_payload) {
-        if (len < 8)
-            return; /* not a segment of ours: the space has it anyway */
-        struct cx_frame_hdr d = *h;
-        memcpy(&d.seq, p, 8);
-        pi_reader_offer_direct(ib->pipe_id, &d, (const uint8_t *)p + 8, len - 8);
-        return;
-    }
-    pi_reader_offer_direct(ib->pipe_id, h, p, len);
-}
-
-int pi_seq_in_payload(const struct cx_driver_caps *raw)
-{
-    return (raw->flags & CX_CAP_DATAGRAM) != 0;
+    pi_reader_offer_direct(ib->pipe_id, h, p, len); /* h->seq: the segment's id */
 }
 
 static int service_inbound(void)
@@ -119,8 +105,6 @@ static int service_inbound(void)
         struct cx_link *k;
         if (g_pi.lops->accept(g_pi.listener, 0, &k) < 0)
             break;
-        struct cx_driver_caps caps;
-        cx_link_caps(k, &caps);
         if (cx_stack_assemble(&k, 1, &k) < 0) { /* dpdk: reliability, fragmentation */
             cx_link_close(k);
             continue;
@@ -131,7 +115,6 @@ static int service_inbound(void)
             break;
         }
         ib->link = k;
-        ib->seq_in_payload = pi_seq_in_payload(&caps);
         ib->next = g_pi.in;
         g_pi.in = ib;
         work++;

@@ -136,8 +136,6 @@ static void direct_add(struct pi_writer *w, const char *addr)
     struct cx_link *k;
     if (cx_connect(addr, &k) < 0)
         return; /* unreachable: it reads from the space */
-    struct cx_driver_caps caps;
-    cx_link_caps(k, &caps);
     if (cx_stack_assemble(&k, 1, &k) < 0) { /* dpdk: reliability, fragmentation */
         cx_link_close(k);
         return;
@@ -152,7 +150,6 @@ static void direct_add(struct pi_writer *w, const char *addr)
     pthread_mutex_lock(&w->cork_mu);
     snprintf(w->link, sizeof w->link, "%.*s", colon ? (int)(colon - addr) : 0, addr);
     dl->link = k;
-    dl->seq_in_payload = pi_seq_in_payload(&caps);
     if (w->corked)
         set_cork(cx_link_fd(k), 1);
     pthread_mutex_unlock(&w->cork_mu);
@@ -333,7 +330,7 @@ static int space_send(struct pi_writer *w, uint64_t id, uint64_t token, const vo
 static void direct_send(struct pi_writer *w, const struct cx_frame_hdr *h, const void *p, size_t len)
 {
     pi_writer_events(w); /* readers attached, migrating, moved since (check_restore, #39-#44) */
-    struct iovec iov[2] = {{(void *)&h->seq, 8}, {(void *)p, len}};
+    struct iovec iov = {(void *)p, len};
     struct cx_link *gone[PI_MAX_DIRECT];
     int ngone = 0;
     pthread_mutex_lock(&w->cork_mu); /* the in-bound thread drains these links too */
@@ -344,8 +341,7 @@ static void direct_send(struct pi_writer *w, const struct cx_frame_hdr *h, const
         /* progress (flushing what the socket did not take, noticing a reader that left)
          * only when something is queued or every 64 segments: a receive per segment that
          * finds nothing is a wasted system call */
-        int carry = dl->seq_in_payload; /* the segment's id first, then the segment */
-        if (cx_link_send(dl->link, h, iov + !carry, carry + (len ? 1 : 0)) < 0 ||
+        if (cx_link_send(dl->link, h, &iov, len ? 1 : 0) < 0 ||
             ((cx_link_pending(dl->link) || (h->seq & 63) == 0) &&
              cx_link_progress(dl->link, no_recv, NULL, 64) < 0) ||
             cx_link_pending(dl->link) > DIRECT_MAX_QUEUE) {

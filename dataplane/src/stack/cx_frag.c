@@ -127,6 +127,8 @@ static int frag_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget
     return rc;
 }
 
+struct cx_link *cx_frag_lower(struct cx_link *k) { return ((struct frag *)k)->lower; }
+
 static size_t frag_pending(struct cx_link *k) { return cx_link_pending(((struct frag *)k)->lower); }
 static int frag_fd(struct cx_link *k) { return cx_link_fd(((struct frag *)k)->lower); }
 static int frag_arm(struct cx_link *k) { return cx_link_arm(((struct frag *)k)->lower); }

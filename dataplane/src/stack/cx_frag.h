@@ -14,6 +14,8 @@
 
 /* Builds a fragmentation filter over lower (owned). frag_size 0 = lower's max_msg. */
 int cx_frag_create(struct cx_link *lower, size_t frag_size, struct cx_link **out);
+/* The link under the filter. */
+struct cx_link *cx_frag_lower(struct cx_link *frag);
 
 extern const struct cx_driver_ops cx_frag_ops;
 

@@ -2,10 +2,11 @@
  * link that may lose, duplicate or reorder frames (a datagram driver), and the memory of
  * what was not yet acknowledged that a multi-protocol failover needs (cx_multi.h).
  *
- * Sender: every DATA message gets the next link sequence number in the header's seq (the
- * filter owns seq on its link: a seq given by the caller is not preserved; layers that need
- * their own id carry it in the payload) and a copy is kept until acknowledged. At most
- * `window` messages are in flight; later ones wait (accepted, counted in pending()).
+ * Sender: every message gets the next link sequence number in the header's seq (the
+ * filter owns seq on its link: a seq given by the caller is replaced; the stack builder
+ * puts the seq-carrying filter, cx_seq.h, on top to keep it) and a copy is kept until
+ * acknowledged. At most `window` messages are in flight; later ones wait (accepted,
+ * counted in pending()).
  * Receiver: delivers seq == next at once, buffers seq inside the window, drops duplicates.
  * Acks: the cumulative ack (highest seq delivered in order) rides in the ack field
  * (CX_FRAME_F_ACK) of every frame we send; when we have no data to send, a bare

@@ -4,6 +4,7 @@
 #include "common/cx_error.h"
 #include "stack/cx_frag.h"
 #include "stack/cx_rel.h"
+#include "stack/cx_seq.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -77,20 +78,22 @@ int cx_stack_plan(const struct cx_stack_adv *local, const struct cx_stack_adv *r
     return n;
 }
 
-/* Per-link wrapping from its caps. */
+/* Per-link wrapping from its caps: seq -> frag -> rel -> a datagram link (rel numbers its
+ * frames in the header's seq, so the caller's rides above it, in the payload, and above
+ * frag, which slices it with the rest). */
 static int wrap_one(struct cx_link *k, int rel_needed, struct cx_link **out)
 {
     struct cx_driver_caps c;
     cx_link_caps(k, &c);
-    int rc;
-    if (rel_needed && (c.flags & CX_CAP_DATAGRAM)) {
-        if ((rc = cx_rel_create(k, 0, &k)) < 0)
-            return rc;
-    }
+    int rc, rel = rel_needed && (c.flags & CX_CAP_DATAGRAM);
+    if (rel && (rc = cx_rel_create(k, 0, &k)) < 0)
+        return rc;
     if (c.max_msg && c.max_msg < CX_FRAME_MAX_MSG) {
         if ((rc = cx_frag_create(k, 0, &k)) < 0)
             return rc;
     }
+    if (rel && (rc = cx_seq_create(k, &k)) < 0)
+        return rc;
     *out = k;
     return 0;
 }
@@ -114,22 +117,35 @@ int cx_stack_assemble(struct cx_link **links, int n, struct cx_link **out)
         *out = w[0];
         return 0;
     }
-    struct cx_link *multi, *rel;
+    struct cx_link *multi, *rel, *seq;
     if ((rc = cx_multi_create(w, n, &multi)) < 0)
         return rc;
     if ((rc = cx_rel_create(multi, 0, &rel)) < 0) {
         cx_link_close(multi);
         return rc;
     }
+    if ((rc = cx_seq_create(rel, &seq)) < 0) {
+        cx_link_close(rel);
+        return rc;
+    }
     cx_multi_on_switch(multi, on_switch, rel);
-    *out = rel;
+    *out = seq;
     return 0;
+}
+
+struct cx_link *cx_stack_rel(struct cx_link *stack)
+{
+    if (stack->ops != &cx_seq_ops)
+        return NULL; /* the builder put no rel in (or did not build this link) */
+    struct cx_link *k = cx_seq_lower(stack);
+    if (k->ops == &cx_frag_ops)
+        k = cx_frag_lower(k);
+    return k->ops == &cx_rel_ops ? k : NULL;
 }
 
 struct cx_link *cx_stack_multi(struct cx_link *stack)
 {
-    if (stack->ops != &cx_rel_ops)
-        return NULL;
-    struct cx_link *lower = cx_rel_lower(stack);
+    struct cx_link *rel = cx_stack_rel(stack);
+    struct cx_link *lower = rel ? cx_rel_lower(rel) : NULL;
     return lower && lower->ops == &cx_multi_ops ? lower : NULL;
 }

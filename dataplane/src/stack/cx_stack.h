@@ -11,6 +11,14 @@
  *    reliability filter whose retransmit_all runs on failover. With one reliable link the
  *    stack collapses to that link (no filter, no cost).
  *
+ *    On every stack, whatever the drivers, the receiver gets the seq its sender gave (with
+ *    type, channel, format and the message's length): where the builder puts a reliability
+ *    filter in (it numbers its own frames in seq) it puts the seq-carrying filter on top
+ *    (cx_seq.h: the caller's seq in the first 8 bytes of the payload, so such a stack's
+ *    max_msg is CX_FRAME_MAX_MSG - 8). From the top, with a datagram link: seq -> frag ->
+ *    rel -> link; with several links: seq -> rel -> multi -> (frag ->) each link. Rel keeps
+ *    ack, F_ACK, F_RETX and frames of type ACK for itself.
+ *
  * Optionally a mux (cx_mux.h) goes on top for many channels. */
 #ifndef CX_STACK_H
 #define CX_STACK_H
@@ -37,6 +45,10 @@ int cx_stack_scheme_rank(const char *addr);
 /* Builds the stack over links[0..n) (owned by the result). On both ends of a connection
  * the links must be given in the same order. */
 int cx_stack_assemble(struct cx_link **links, int n, struct cx_link **out);
+
+/* For a stack with a reliability filter: that filter (NULL otherwise), for cx_rel_stats,
+ * cx_rel_unacked and cx_rel_cc. */
+struct cx_link *cx_stack_rel(struct cx_link *stack);
 
 /* For a stack with failover: its multi filter (NULL otherwise), to observe or force it. */
 struct cx_link *cx_stack_multi(struct cx_link *stack);

@@ -114,77 +114,20 @@ CX_TEST(wire_arp_and_control_messages)
 
 #ifdef CX_HAVE_DPDK
 
-/* ---- the conformance suite's view of a dpdk link: the assembled stack, numbered ----
- * Over the reliability filter the header's seq is the filter's own (stack/README.md), so
- * this adapter numbers the messages it delivers per channel: the suite's checks apply as
- * they are, and a lost, duplicated or reordered message still fails them, because each
- * message's size and bytes derive from its number. */
+/* ---- the conformance suite's view of a dpdk link: the assembled stack, as it is (its
+ * seq checks hold: the stack keeps the caller's seq, ../../stack/cx_seq.h) ---- */
 
-#define SEQ_CHANNELS 128
-struct seqwrap {
-    struct cx_link base;
-    struct cx_link *lower;
-    uint64_t next[SEQ_CHANNELS];
-    cx_recv_fn fn;
-    void *arg;
-};
-extern const struct cx_driver_ops seqwrap_ops;
-static void sw_on(void *arg, const struct cx_frame_hdr *h, const void *p, size_t n)
-{
-    struct seqwrap *w = arg;
-    struct cx_frame_hdr d = *h;
-    d.seq = w->next[h->channel % SEQ_CHANNELS]++;
-    w->fn(w->arg, &d, p, n);
-}
-static int sw_send_(struct cx_link *k, const struct cx_frame_hdr *h, const struct iovec *v, int n)
-{
-    return cx_link_send(((struct seqwrap *)k)->lower, h, v, n);
-}
-static int sw_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
-{
-    struct seqwrap *w = (struct seqwrap *)k;
-    w->fn = fn, w->arg = arg;
-    return cx_link_progress(w->lower, sw_on, w, budget);
-}
-static size_t sw_pending(struct cx_link *k) { return cx_link_pending(((struct seqwrap *)k)->lower); }
-static int sw_fd(struct cx_link *k) { return cx_link_fd(((struct seqwrap *)k)->lower); }
-static int sw_arm(struct cx_link *k) { return cx_link_arm(((struct seqwrap *)k)->lower); }
-static void sw_caps(struct cx_link *k, struct cx_driver_caps *c) { cx_link_caps(((struct seqwrap *)k)->lower, c); }
-static void sw_close(struct cx_link *k)
-{
-    cx_link_close(((struct seqwrap *)k)->lower);
-    free(k);
-}
-const struct cx_driver_ops seqwrap_ops = {
-    .name = "seq-numbering adapter", .send = sw_send_, .pending = sw_pending,
-    .progress = sw_progress, .fd = sw_fd, .arm = sw_arm, .caps = sw_caps, .close = sw_close,
-};
-static int wrap(int rc, struct cx_link *k, struct cx_link **out)
-{
-    struct cx_link *s;
-    if ((rc = tu_stack(rc, k, &s)) < 0)
-        return rc;
-    struct seqwrap *w = calloc(1, sizeof *w);
-    if (!w) {
-        cx_link_close(s);
-        return cx_err_set(ENOMEM, "out of memory");
-    }
-    w->base.ops = &seqwrap_ops;
-    w->lower = s;
-    *out = &w->base;
-    return 0;
-}
 static int st_accept(struct cx_listener *l, int t, struct cx_link **out)
 {
     struct cx_link *k = NULL;
     int rc = cx_dpdk_ops.accept(l, t, &k);
-    return wrap(rc, k, out);
+    return tu_stack(rc, k, out);
 }
 static int st_connect(const char *addr, struct cx_link **out)
 {
     struct cx_link *k = NULL;
     int rc = cx_dpdk_ops.connect(addr, &k);
-    return wrap(rc, k, out);
+    return tu_stack(rc, k, out);
 }
 static struct cx_driver_ops stack_ops; /* cx_dpdk_ops with accept/connect returning stacks */
 __attribute__((constructor)) static void stack_ops_init(void)
@@ -434,7 +377,7 @@ CX_TEST(dpdk_memif_two_processes_session)
             waitpid(pid, NULL, 0);
         }
         CX_CONF_CHECK_RC(rc);
-        CX_CONF_CHECK_RC(wrap(0, raw, &k));
+        CX_CONF_CHECK_RC(tu_stack(0, raw, &k));
         char msg[256];
         int ok = tu_session(k, msg, sizeof msg);
         fprintf(stderr, "  this end, peer process %d: %s\n", round + 1, msg);
@@ -592,7 +535,7 @@ static int role_peer(const char *mode, const char *addr)
                (rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -EHOSTUNREACH))
             usleep(100000);
     }
-    if (rc < 0 || (rc = wrap(0, raw, &k)) < 0) {
+    if (rc < 0 || (rc = tu_stack(0, raw, &k)) < 0) {
         fprintf(stderr, "peer: %s %s: %s\n", mode, addr, cx_errmsg());
         return 2;
     }

@@ -1,11 +1,5 @@
-/* The channel's event numbers over a datagram driver (dpdk). A source puts an event's number
- * in the frame header's seq and a sink hands it to its handler (cx_chan_event.seq); on a
- * datagram driver the stack's reliability filter owns that field (stack/README.md: layers
- * that need their own id carry it in the payload). So between the mux and such a stack this
- * filter puts the caller's seq in the first 8 bytes of every payload (an iovec in front:
- * no copy) and takes it back out on receipt (the payload handed on in place). Both ends add
- * it from their driver's caps alone, so they agree. */
-#include "channel/cx_chan_int.h"
+/* Seq-carrying filter; see cx_seq.h. */
+#include "stack/cx_seq.h"
 
 #include "common/cx_error.h"
 #include "transport/cx_txq.h"
@@ -13,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define SEQ_BYTES 8
 #define SEQ_IOV 64 /* the fragmentation filter's limit: more pieces are copied into one */
 
 struct seqf {
@@ -23,25 +18,43 @@ struct seqf {
     int bad;
 };
 
+static void put64le(uint8_t *p, uint64_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    memcpy(p, &v, SEQ_BYTES);
+}
+static uint64_t get64le(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, SEQ_BYTES);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
 static int seq_send(struct cx_link *k, const struct cx_frame_hdr *h, const struct iovec *iov,
                     int iovcnt)
 {
     struct seqf *f = (struct seqf *)k;
-    uint64_t seq = h->seq; /* the lower links copy what they keep before returning */
+    uint8_t seq[SEQ_BYTES]; /* the lower links copy what they keep before returning */
+    put64le(seq, h->seq);
     if (iovcnt < SEQ_IOV) {
         struct iovec v[SEQ_IOV];
-        v[0] = (struct iovec){&seq, 8};
+        v[0] = (struct iovec){seq, SEQ_BYTES};
         if (iovcnt)
             memcpy(v + 1, iov, (size_t)iovcnt * sizeof *iov);
         return cx_link_send(f->lower, h, v, iovcnt + 1);
     }
     size_t n = cx_iov_len(iov, iovcnt);
-    uint8_t *b = malloc(8 + n);
+    uint8_t *b = malloc(SEQ_BYTES + n);
     if (!b)
-        return cx_err_set(ENOMEM, "channel: out of memory for a %zu-byte event", n);
-    memcpy(b, &seq, 8);
-    cx_iov_copy(b + 8, iov, iovcnt, 0, n);
-    struct iovec one = {b, 8 + n};
+        return cx_err_set(ENOMEM, "seq: out of memory for a %zu-byte message", n);
+    memcpy(b, seq, SEQ_BYTES);
+    cx_iov_copy(b + SEQ_BYTES, iov, iovcnt, 0, n);
+    struct iovec one = {b, SEQ_BYTES + n};
     int rc = cx_link_send(f->lower, h, &one, 1);
     free(b);
     return rc;
@@ -50,16 +63,14 @@ static int seq_send(struct cx_link *k, const struct cx_frame_hdr *h, const struc
 static void on_msg(void *arg, const struct cx_frame_hdr *h, const void *p, size_t n)
 {
     struct seqf *f = arg;
-    if (n < 8) {
+    if (n < SEQ_BYTES) {
         f->bad = 1;
         return;
     }
     struct cx_frame_hdr d = *h;
-    memcpy(&d.seq, p, 8);
-    d.length = (uint32_t)(n - 8);
-    if (d.msg_length)
-        d.msg_length = (uint32_t)(n - 8);
-    f->fn(f->arg, &d, (const uint8_t *)p + 8, n - 8);
+    d.seq = get64le(p);
+    d.length = d.msg_length = (uint32_t)(n - SEQ_BYTES); /* whole messages: frag is below */
+    f->fn(f->arg, &d, (const uint8_t *)p + SEQ_BYTES, n - SEQ_BYTES);
 }
 
 static int seq_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
@@ -69,7 +80,8 @@ static int seq_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
     f->arg = arg;
     int rc = cx_link_progress(f->lower, on_msg, f, budget);
     if (f->bad)
-        return cx_err_set(EPROTO, "channel: a frame shorter than its event number");
+        return cx_err_set(EPROTO, "seq: a message shorter than its %d-byte sequence number",
+                          SEQ_BYTES);
     return rc;
 }
 
@@ -79,7 +91,7 @@ static int seq_arm(struct cx_link *k) { return cx_link_arm(((struct seqf *)k)->l
 static void seq_caps(struct cx_link *k, struct cx_driver_caps *c)
 {
     cx_link_caps(((struct seqf *)k)->lower, c);
-    c->max_msg = (c->max_msg ? c->max_msg : CX_FRAME_MAX_MSG) - 8;
+    c->max_msg = (c->max_msg ? c->max_msg : CX_FRAME_MAX_MSG) - SEQ_BYTES;
 }
 static void seq_close(struct cx_link *k)
 {
@@ -88,18 +100,20 @@ static void seq_close(struct cx_link *k)
     free(f);
 }
 
-static const struct cx_driver_ops seq_ops = {
-    .name = "chan-seq", .send = seq_send, .pending = seq_pending, .progress = seq_progress,
+const struct cx_driver_ops cx_seq_ops = {
+    .name = "seq", .send = seq_send, .pending = seq_pending, .progress = seq_progress,
     .fd = seq_fd, .arm = seq_arm, .caps = seq_caps, .close = seq_close,
 };
 
-int chan_seq_wrap(struct cx_link *lower, struct cx_link **out)
+int cx_seq_create(struct cx_link *lower, struct cx_link **out)
 {
     struct seqf *f = calloc(1, sizeof *f);
     if (!f)
-        return cx_err_set(ENOMEM, "channel: out of memory for a link");
-    f->base.ops = &seq_ops;
+        return cx_err_set(ENOMEM, "seq: out of memory");
+    f->base.ops = &cx_seq_ops;
     f->lower = lower;
     *out = &f->base;
     return 0;
 }
+
+struct cx_link *cx_seq_lower(struct cx_link *k) { return ((struct seqf *)k)->lower; }
