@@ -26,21 +26,15 @@
 #include "common/cx_error.h"
 #include "format/cx_format.h"
 #include "format/cx_format_registry.h"
-#include "layer_common.h"
+#include "peer_common.h" /* layer_common.h, the sizes, counts, clocks and rows of the peers */
 
 #include <sched.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#define MAXREP 16
 struct ev {
     uint8_t kind;
     uint32_t n;
@@ -63,19 +57,6 @@ static void die(const char *what)
 {
     fprintf(stderr, "layer_chan: %s: %s\n", what, cx_errmsg());
     exit(1);
-}
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-static double proc_cpu_s(void)
-{
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 static const struct cx_format *ev_format(void)
 {
@@ -113,7 +94,7 @@ static void sink_on(void *arg, const struct cx_chan_event *e)
     case 'E': out.n = in->n; break;
     case 'B': s->count++; return;
     case 'W': s->count++, out.kind = 'A'; break;
-    case 'C': r.count = s->count, r.cpu_s = proc_cpu_s(), s->count = 0; break;
+    case 'C': r.count = s->count, r.cpu_s = peer_cpu(), s->count = 0; break;
     case 'Q': s->quit = 1; return;
     case 'D': __atomic_add_fetch(&s->dcount, 1, __ATOMIC_RELEASE); return;
     case 'L':
@@ -143,19 +124,19 @@ static void sink_bidir(struct sink_state *s, int cmd)
     long d0 = s->cmd_d0;
     uint8_t *data = calloc(1, size ? size : 1);
     struct ev out = {.kind = 'D', .n = (uint32_t)size, .data = data};
-    double t0 = now_s();
+    double t0 = peer_now();
     for (uint64_t i = 0; i < n && cmd == 'T'; i++)
         if (cx_chan_submit_wait(s->back, &out, 30000) < 0) die("sink submit");
     for (uint64_t i = 0; i < n && cmd != 'T'; i++) {
         if (cx_chan_submit_wait(s->back, &out, 30000) < 0) die("sink submit");
         if (cmd == 'L')
-            while (__atomic_load_n(&s->dcount, __ATOMIC_ACQUIRE) < d0 + (long)i + 1 && now_s() - t0 < 60)
+            while (__atomic_load_n(&s->dcount, __ATOMIC_ACQUIRE) < d0 + (long)i + 1 && peer_now() - t0 < 60)
                 sched_yield();
     }
-    while (cmd != 'T' && __atomic_load_n(&s->dcount, __ATOMIC_ACQUIRE) < d0 + (long)n && now_s() - t0 < 60)
+    while (cmd != 'T' && __atomic_load_n(&s->dcount, __ATOMIC_ACQUIRE) < d0 + (long)n && peer_now() - t0 < 60)
         sched_yield();
     if (cmd == 'S') {
-        struct reply r = {(uint64_t)(s->dcount - d0), proc_cpu_s()};
+        struct reply r = {(uint64_t)(s->dcount - d0), peer_cpu()};
         memcpy(s->buf, &r, sizeof r);
         struct ev a = {.kind = 'A', .n = sizeof r, .data = s->buf};
         if (cx_chan_submit_wait(s->back, &a, 30000) < 0) die("sink submit");
@@ -213,41 +194,27 @@ static struct cx_chan_ctx *g_ctx;
 
 static void wait_count(volatile long *c, long want)
 {
-    double t0 = now_s();
+    double t0 = peer_now();
     while (__atomic_load_n(c, __ATOMIC_ACQUIRE) < want) {
         if (g_wait == 0) sched_yield(); /* the reply comes on the progress thread: let it run */
         else if (cx_chan_ctx_drive(g_ctx, g_wait == 1 ? 0 : 1000) < 0) {
             fprintf(stderr, "layer_chan: drive: %s\n", cx_errmsg());
             exit(1);
         }
-        if (now_s() - t0 > 30) {
+        if (peer_now() - t0 > 30) {
             fprintf(stderr, "layer_chan: no reply after 30 s\n");
             exit(1);
         }
     }
-}
-static int cmpd(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 static int reps;
 static const char *g_link = "tcp"; /* set once the sink process is linked */
 static char g_link_buf[16];
 
 static void emit(const char *test, const char *params, const char *metric, const char *unit,
-                 double *r, long n, int ok)
+                 const double *r, long n, int ok)
 {
-    double s[MAXREP];
-    memcpy(s, r, sizeof(double) * (size_t)reps);
-    qsort(s, (size_t)reps, sizeof *s, cmpd);
-    double med = reps % 2 ? s[reps / 2] : (s[reps / 2 - 1] + s[reps / 2]) / 2;
-    printf("{\"layer\":\"channel\",\"link\":\"%s\",\"test\":\"%s\",\"params\":{%s},\"metric\":\"%s\","
-           "\"unit\":\"%s\",\"median\":%.4g,\"min\":%.4g,\"max\":%.4g,\"reps\":[", g_link, test, params,
-           metric, unit, med, s[0], s[reps - 1]);
-    for (int i = 0; i < reps; i++) printf("%s%.4g", i ? "," : "", r[i]);
-    printf("],\"n\":%ld,\"matched\":%s}\n", n, ok ? "true" : "false");
-    fflush(stdout);
+    peer_row("channel", g_link, NULL, test, params, metric, unit, r, reps, n, ok);
 }
 static struct reply query(struct cx_chan_source *src, uint8_t *buf)
 {
@@ -263,11 +230,10 @@ static struct reply query(struct cx_chan_source *src, uint8_t *buf)
  * sink's own thread sends (sink_bidir). Sizes as peer_common.h's peer_bidir. */
 static void chan_bidir(struct cx_chan_source *src, uint8_t *buf, int quick)
 {
-    static const size_t BQ[] = {64, 65536}, BF[] = {64, 512, 4096, 32768, 262144, 1048576};
-    const size_t *bs = quick ? BQ : BF;
+    const size_t *bs = quick ? PEER_BQ : PEER_BF;
     size_t nb = quick ? 2 : 6;
     char prm[64];
-    double r[MAXREP];
+    double r[PEER_MAXREP];
     for (int bi = 0; bi < 2; bi++)
         for (size_t i = 0; i < nb; i++) {
             if (!bi && bs[i] > 65536) continue;
@@ -281,7 +247,7 @@ static void chan_bidir(struct cx_chan_source *src, uint8_t *buf, int quick)
                 struct ev d = {.kind = 'D', .n = (uint32_t)bs[i], .data = buf};
                 long d0 = g_data, a0 = g_acks;
                 submit(src, &c);
-                double t0 = now_s();
+                double t0 = peer_now();
                 for (long j = 0; j < n; j++) {
                     submit(src, &d);
                     if (!bi) wait_count(&g_data, d0 + j + 1);
@@ -291,7 +257,7 @@ static void chan_bidir(struct cx_chan_source *src, uint8_t *buf, int quick)
                     wait_count(&g_acks, a0 + 1); /* the sink has all of ours */
                     ok &= g_last.count == (uint64_t)n;
                 }
-                double dt = now_s() - t0;
+                double dt = peer_now() - t0;
                 r[k] = bi ? 2.0 * (double)n * (double)bs[i] / dt / 1e6 : dt / (double)n * 1e6;
             }
             snprintf(prm, sizeof prm, "\"size\":%zu", bs[i]);
@@ -307,7 +273,7 @@ static double chan_stream(void *ctx, struct lbufs *b, int q, long windows, doubl
     static uint8_t qbuf[64];
     query(src, qbuf); /* zeroes the sink's count */
     long acks0 = g_acks;
-    double t0 = now_s();
+    double t0 = peer_now();
     for (long x = 1; x <= windows; x++) {
         for (int j = 0; j < q; j++) {
             struct ev e = {.kind = j == q - 1 ? 'W' : 'B', .n = (uint32_t)b->size, .data = lb_next(b)};
@@ -316,7 +282,7 @@ static double chan_stream(void *ctx, struct lbufs *b, int q, long windows, doubl
         }
         wait_count(&g_acks, acks0 + x);
     }
-    double dt = now_s() - t0;
+    double dt = peer_now() - t0;
     *ok &= query(src, qbuf).count == (uint64_t)(windows * q);
     return (double)(windows * q) * (double)b->size / dt / 1e6;
 }
@@ -325,7 +291,7 @@ static void emit_cb(void *ectx, const char *test, const char *params, const char
                     const char *unit, const double *r, int nreps, long n, int ok)
 {
     (void)ectx, (void)nreps;
-    emit(test, params, metric, unit, (double *)r, n, ok);
+    emit(test, params, metric, unit, r, n, ok);
 }
 
 /* Hot-spot: np more sink processes, each with a ping/pong channel pair of its own; this
@@ -333,19 +299,22 @@ static void emit_cb(void *ectx, const char *test, const char *params, const char
  * forked before this process's runtime starts (no fork once its threads run). */
 struct hot_peer { pid_t pid; int fd; struct cx_chan *ping, *pong; struct cx_chan_source *src; struct cx_chan_sink *k; };
 
+/* The forked sink process on its port (LAYER_DPDK: the idx-th), its ids coming on p[0] */
+static int sink_main(const int p[2], int idx)
+{
+    close(p[1]);
+    layer_dpdk_env(idx);
+    int rc = run_sink(p[0]);
+    layer_dpdk_done();
+    return rc;
+}
+
+/* Forks a sink process; h->fd is where its channel ids go. */
 static void hot_fork(struct hot_peer *h, int idx)
 {
     int p[2];
     if (pipe(p) != 0) die("pipe");
-    fflush(NULL);
-    if ((h->pid = fork()) == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        close(p[1]);
-        layer_dpdk_env(idx);
-        int rc = run_sink(p[0]);
-        layer_dpdk_done();
-        _exit(rc);
-    }
+    h->pid = PEER_FORK(sink_main(p, idx));
     close(p[0]);
     h->fd = p[1];
 }
@@ -370,18 +339,18 @@ static void chan_hotspot(struct hot_peer *h, int np, int quick, uint8_t *buf)
         if (cx_chan_wait_members(h[j].ping, 1, 1, 10000) < 0 || cx_chan_wait_members(h[j].pong, 1, 1, 10000) < 0)
             die("waiting for a hot-spot sink");
     char prm[96];
-    double r[MAXREP];
+    double r[PEER_MAXREP];
     for (int k = 1; k <= np; k++) {
         long n = quick ? 200 : 3000;
         struct ev e = {.kind = 'E', .n = 8, .data = buf};
         for (int rep = 0; rep < reps; rep++) {
-            double t0 = now_s();
+            double t0 = peer_now();
             for (long i = 0; i < n; i++) {
                 long want = g_echoes + k;
                 for (int j = 0; j < k; j++) submit(h[j].src, &e);
                 wait_count(&g_echoes, want);
             }
-            r[rep] = (now_s() - t0) / (double)n * 1e6 / 2;
+            r[rep] = (peer_now() - t0) / (double)n * 1e6 / 2;
         }
         snprintf(prm, sizeof prm, "\"peers\":%d,\"size\":8", k);
         emit("hotspot_lat", prm, "one_way_us", "us", r, n, 1);
@@ -391,10 +360,10 @@ static void chan_hotspot(struct hot_peer *h, int np, int quick, uint8_t *buf)
             uint64_t cmdv[2] = {m, 65536};
             struct ev c = {.kind = 'T', .n = sizeof cmdv, .data = (uint8_t *)cmdv};
             long d0 = g_data;
-            double t0 = now_s();
+            double t0 = peer_now();
             for (int j = 0; j < k; j++) submit(h[j].src, &c);
             wait_count(&g_data, d0 + (long)m * k);
-            r[rep] = (double)k * (double)m * 65536.0 / (now_s() - t0) / 1e6;
+            r[rep] = (double)k * (double)m * 65536.0 / (peer_now() - t0) / 1e6;
         }
         snprintf(prm, sizeof prm, "\"peers\":%d,\"size\":65536", k);
         emit("hotspot_bw", prm, "MBps", "MB/s", r, (long)m, 1);
@@ -407,31 +376,28 @@ static void chan_hotspot(struct hot_peer *h, int np, int quick, uint8_t *buf)
     }
 }
 
+/* n timed echo round trips of e, after 20 untimed ones, into rtt */
+static void echo_rtts(struct cx_chan_source *src, const struct ev *e, long n, double *rtt)
+{
+    for (long j = -20; j < n; j++) {
+        long want = g_echoes + 1;
+        double t0 = peer_now();
+        submit(src, e);
+        wait_count(&g_echoes, want);
+        if (j >= 0) rtt[j] = peer_now() - t0;
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: %s <quick|full> [reps] [hot-spot peers (quick 2, full 4)]\n", argv[0]);
         return 2;
     }
-    int quick = !strcmp(argv[1], "quick");
-    reps = argc > 2 ? atoi(argv[2]) : (quick ? 3 : 5);
-    if (reps < 1 || reps > MAXREP) reps = 3;
-    int p[2];
-    if (pipe(p) != 0) return 1;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        close(p[1]);
-        layer_dpdk_env(1);
-        int rc = run_sink(p[0]);
-        layer_dpdk_done();
-        _exit(rc);
-    }
-    close(p[0]);
-    struct hot_peer hp[16];
-    int hot = argc > 3 ? atoi(argv[3]) : (quick ? 2 : 4);
-    if (hot < 0 || hot > 16) hot = 0;
+    int quick, hot;
+    peer_args(argc, argv, 1, &quick, &reps, &hot);
+    struct hot_peer sink, hp[16]; /* the pair's sink process, the hot-spot's */
+    hot_fork(&sink, 1);
     for (int j = 0; j < hot; j++) hot_fork(&hp[j], 2 + j);
     layer_dpdk_env(0); /* LAYER_DPDK: this process's port, after every fork */
     const struct cx_format *F = ev_format();
@@ -448,7 +414,7 @@ int main(int argc, char **argv)
     char ids[2][256] = {{0}};
     snprintf(ids[0], sizeof ids[0], "%s", cx_chan_id(ping));
     snprintf(ids[1], sizeof ids[1], "%s", cx_chan_id(pong));
-    if (write(p[1], ids, sizeof ids) != (ssize_t)sizeof ids) return 1;
+    if (write(sink.fd, ids, sizeof ids) != (ssize_t)sizeof ids) return 1;
     for (int j = 0; j < hot; j++) hot_join(&hp[j], ctx, F);
     if (cx_chan_wait_members(ping, 1, 1, 10000) < 0 || cx_chan_wait_members(pong, 1, 1, 10000) < 0)
         die("waiting for the sink process");
@@ -466,27 +432,16 @@ int main(int argc, char **argv)
     fprintf(stderr, "layer_chan: events to the sink process go over %s\n", g_link);
     uint8_t *buf = calloc(1, 1 << 20);
     if (layer_hotspot_only()) goto hotspot; /* the pair's tests ran on another fabric */
-    static const size_t LQ[] = {8, 1024, 65536}, LF[] = {8, 64, 512, 4096, 32768, 262144, 1048576};
-    static const size_t BQ[] = {64, 65536}, BF[] = {64, 512, 4096, 32768, 262144, 1048576};
-    static const int QS[] = {8, 16, 64, 100};
-    const size_t *ls = quick ? LQ : LF, *bs = quick ? BQ : BF;
+    const size_t *ls = quick ? PEER_LQ : PEER_LF, *bs = quick ? PEER_BQ : PEER_BF;
     size_t nl = quick ? 3 : 7, nb = quick ? 2 : 6;
     char prm[128];
     for (size_t i = 0; i < nl; i++) { /* latency: half the echo round trip */
-        long n = quick ? 300 : 5000;
-        if (ls[i] >= 262144) n = quick ? 50 : 300;
-        double r[MAXREP], *rtt = malloc(sizeof(double) * (size_t)n);
+        long n = peer_lat_n(quick, ls[i]);
+        double r[PEER_MAXREP], *rtt = malloc(sizeof(double) * (size_t)n);
         struct ev e = {.kind = 'E', .n = (uint32_t)ls[i], .data = buf};
         for (int k2 = 0; k2 < reps; k2++) {
-            for (long j = -20; j < n; j++) {
-                long want = g_echoes + 1;
-                double t0 = now_s();
-                submit(src, &e);
-                wait_count(&g_echoes, want);
-                if (j >= 0) rtt[j] = now_s() - t0;
-            }
-            qsort(rtt, (size_t)n, sizeof *rtt, cmpd);
-            r[k2] = rtt[n / 2] * 1e6 / 2;
+            echo_rtts(src, &e, n, rtt);
+            r[k2] = peer_one_way_us(rtt, n);
         }
         free(rtt);
         snprintf(prm, sizeof prm, "\"size\":%zu", ls[i]);
@@ -495,16 +450,13 @@ int main(int argc, char **argv)
     /* windowed bandwidth (and, at Q = 16, CPU per event of both processes) */
     for (size_t qi = 0; qi < 4; qi++)
         for (size_t i = 0; i < nb; i++) {
-            int q = QS[qi];
-            long bytes = (quick ? 4L : 64L) << 20, w = bytes / ((long)q * (long)(bs[i] + 48));
-            if (quick && w > 2000 / q) w = 2000 / q;
-            if (w > 20000 / q) w = 20000 / q; /* at most ~20000 events a point: small ones take ~100 us each */
-            if (w < 4) w = 4;
-            double r[MAXREP], c[3][MAXREP];
+            int q = PEER_QS[qi];
+            long w = peer_windows(quick, q, bs[i]); /* at most ~20000 events a point */
+            double r[PEER_MAXREP], c[3][PEER_MAXREP];
             int ok = 1;
             for (int k2 = 0; k2 < reps; k2++) {
                 struct reply a = query(src, buf); /* zeroes the sink's count */
-                double self0 = proc_cpu_s(), t0 = now_s();
+                double self0 = peer_cpu(), t0 = peer_now();
                 long acks0 = g_acks;
                 struct ev e = {.kind = 'B', .n = (uint32_t)bs[i], .data = buf};
                 for (long x = 1; x <= w; x++) {
@@ -514,7 +466,7 @@ int main(int argc, char **argv)
                     }
                     wait_count(&g_acks, acks0 + x);
                 }
-                double dt = now_s() - t0, self1 = proc_cpu_s();
+                double dt = peer_now() - t0, self1 = peer_cpu();
                 struct reply b = query(src, buf);
                 long msgs = w * q;
                 ok &= b.count == (uint64_t)msgs;
@@ -539,21 +491,14 @@ int main(int argc, char **argv)
     for (int mode = 1; mode <= 2; mode++)
         for (size_t i = 0; i < 2; i++) {
             long n = quick ? 300 : 5000;
-            double r[MAXREP], c[MAXREP], *rtt = malloc(sizeof(double) * (size_t)n);
+            double r[PEER_MAXREP], c[PEER_MAXREP], *rtt = malloc(sizeof(double) * (size_t)n);
             struct ev e = {.kind = 'E', .n = (uint32_t)nsz[i], .data = buf};
             g_wait = mode;
             for (int k2 = 0; k2 < reps; k2++) {
-                double c0 = proc_cpu_s(), t00 = now_s();
-                for (long j = -20; j < n; j++) {
-                    long want = g_echoes + 1;
-                    double t0 = now_s();
-                    submit(src, &e);
-                    wait_count(&g_echoes, want);
-                    if (j >= 0) rtt[j] = now_s() - t0;
-                }
-                c[k2] = (proc_cpu_s() - c0) / (now_s() - t00);
-                qsort(rtt, (size_t)n, sizeof *rtt, cmpd);
-                r[k2] = rtt[n / 2] * 1e6 / 2;
+                double c0 = peer_cpu(), t00 = peer_now();
+                echo_rtts(src, &e, n, rtt);
+                c[k2] = (peer_cpu() - c0) / (peer_now() - t00);
+                r[k2] = peer_one_way_us(rtt, n);
             }
             g_wait = 0;
             free(rtt);
@@ -561,18 +506,15 @@ int main(int argc, char **argv)
             emit("notify", prm, "one_way_us", "us", r, n, 1);
             emit("notify", prm, "client_cpu_share", "cores", c, n, 1);
         }
-    long ow = (quick ? 4L : 64L) << 20;
-    ow /= 16L * (65536 + 48);
-    layer_overlap_reuse(src, chan_stream, NULL, emit_cb, quick, reps, ow < 4 ? 4 : ow);
+    layer_overlap_reuse(src, chan_stream, NULL, emit_cb, quick, reps, peer_windows(quick, 16, 65536));
     chan_bidir(src, buf, quick);
 hotspot:
     chan_hotspot(hp, hot, quick, buf);
     struct ev qe = {.kind = 'Q', .n = 0, .data = buf};
     submit(src, &qe);
-    int st;
-    waitpid(pid, &st, 0);
+    int bad = peer_reap(&sink.pid, 1);
     cx_chan_ctx_destroy(ctx);
     layer_dpdk_done();
     free(buf);
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+    return bad;
 }

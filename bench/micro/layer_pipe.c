@@ -28,38 +28,18 @@
 #include "pipe/cx_pipe.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#define MAXREP 16
-#define MAXSEG (1u << 20)
-struct reply { uint8_t kind, pad[7]; uint64_t count; double cpu_s; };
+#define MAXSEG PEER_MAXMSG
 
 static void die(const char *what)
 {
     fprintf(stderr, "layer_pipe: %s: %s (%s)\n", what, cx_errmsg(), strerror(errno));
     exit(1);
-}
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-static double proc_cpu_s(void)
-{
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 static int attach_retry(const char *name, int s)
 {
@@ -114,7 +94,7 @@ static int run_echo(const char *addr, const char *ping, const char *pong)
     struct peer_io io = {&pio, pio_send, pio_flush, pio_recv};
     for (;;) {
         long n = rd(r, buf);
-        struct reply a = {.kind = 'A'};
+        struct peer_reply a = {.kind = 'A'};
         if (peer_serve_bidir(&io, buf, n)) continue;
         switch (n ? buf[0] : 0) {
         case 'E': wr(w, buf, (size_t)n); continue;
@@ -136,16 +116,11 @@ static int run_echo(const char *addr, const char *ping, const char *pong)
         case 'Q': pi_close(w), pi_detach(r), pi_space_close(s); return 0;
         default: continue;
         }
-        a.cpu_s = proc_cpu_s();
+        a.cpu_s = peer_cpu();
         wr(w, &a, sizeof a);
     }
 }
 
-static int cmpd(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 static int reps;
 static int g_reader = -1; /* the measuring process's reader descriptor: its pi_link names the rows' link */
 static char g_link[PI_LINK_MAX];
@@ -166,55 +141,20 @@ static const char *row_link(void)
     return conf;
 }
 static void emit(const char *test, const char *params, const char *metric, const char *unit,
-                 double *r, long n, int ok)
+                 const double *r, long n, int ok)
 {
-    double s[MAXREP];
-    memcpy(s, r, sizeof(double) * (size_t)reps);
-    qsort(s, (size_t)reps, sizeof *s, cmpd);
-    double med = reps % 2 ? s[reps / 2] : (s[reps / 2 - 1] + s[reps / 2]) / 2;
     const char *link = row_link(); /* first: it fills g_link, which the note reads */
-    printf("{\"layer\":\"pipe\",\"link\":\"%s\",\"test\":\"%s\",\"params\":{%s},\"metric\":\"%s\","
-           "\"unit\":\"%s\",\"median\":%.4g,\"min\":%.4g,\"max\":%.4g,\"reps\":[", link, test, params,
-           metric, unit, med, s[0], s[reps - 1]);
-    for (int i = 0; i < reps; i++) printf("%s%.4g", i ? "," : "", r[i]);
-    printf("],\"n\":%ld,\"matched\":%s,\"note\":\"space server fsync none%s\"}\n", n, ok ? "true" : "false",
-           g_link[0] ? "" : "; no direct link reported (pi_link empty): the configured link");
-    fflush(stdout);
-}
-
-/* layer_common.h's stream over pipes w (out) and r (in): windows of q segments from the
- * buffers (byte 0 says what a segment is), compute after each. */
-struct pipe_pair { int w, r; uint8_t *in; };
-
-static double pipe_stream(void *ctx, struct lbufs *b, int q, long windows, double compute_us, int *ok)
-{
-    struct pipe_pair *pp = ctx;
-    struct reply a;
-    uint8_t c[8] = {'C'};
-    wr(pp->w, c, sizeof c); /* zero the reader's count */
-    rd(pp->r, pp->in);
-    double t0 = now_s();
-    for (long x = 0; x < windows; x++) {
-        for (int j = 0; j < q; j++) {
-            uint8_t *p = lb_next(b);
-            p[0] = j == q - 1 ? 'W' : 'B';
-            wr(pp->w, p, b->size);
-            p[0] = 'B';
-            if (compute_us > 0) lb_spin_us(compute_us);
-        }
-        rd(pp->r, pp->in); /* the window's ack */
-    }
-    double dt = now_s() - t0;
-    memcpy(&a, pp->in, sizeof a);
-    *ok &= a.kind == 'A' && a.count == (uint64_t)(windows * q);
-    return (double)(windows * q) * (double)b->size / dt / 1e6;
+    char note[128];
+    snprintf(note, sizeof note, "space server fsync none%s",
+             g_link[0] ? "" : "; no direct link reported (pi_link empty): the configured link");
+    peer_row("pipe", link, note, test, params, metric, unit, r, reps, n, ok);
 }
 
 static void emit_cb(void *ectx, const char *test, const char *params, const char *metric,
                     const char *unit, const double *r, int nreps, long n, int ok)
 {
     (void)ectx, (void)nreps;
-    emit(test, params, metric, unit, (double *)r, n, ok);
+    emit(test, params, metric, unit, r, n, ok);
 }
 
 /* LAYER_DPDK: the pipe runtime's threads and links go first, then the port */
@@ -232,20 +172,22 @@ static void dpdk_done(void)
  * their pipes are made at once, so they attach while the other tests run. */
 struct hot { int np, w[16], r[16]; pid_t pid[16]; char ping[16][64], pong[16][64]; };
 
+/* An echo process on its port (LAYER_DPDK: the idx-th), forked */
+static int echo_main(const char *addr, const char *ping, const char *pong, int idx)
+{
+    layer_dpdk_env(idx);
+    int rc = run_echo(addr, ping, pong);
+    dpdk_done();
+    return rc;
+}
+
 static void hot_fork(struct hot *h, const char *addr, int np)
 {
     h->np = np;
     for (int j = 0; j < np; j++) {
         snprintf(h->ping[j], sizeof h->ping[j], "micro-hping-%d-%d", (int)getpid(), j);
         snprintf(h->pong[j], sizeof h->pong[j], "micro-hpong-%d-%d", (int)getpid(), j);
-        fflush(NULL);
-        if ((h->pid[j] = fork()) == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            layer_dpdk_env(2 + j);
-            int rc = run_echo(addr, h->ping[j], h->pong[j]);
-            dpdk_done();
-            _exit(rc);
-        }
+        h->pid[j] = PEER_FORK(echo_main(addr, h->ping[j], h->pong[j], 2 + j));
     }
 }
 
@@ -263,16 +205,16 @@ static void pipe_hotspot(struct hot *h, int s, int quick)
     char prm[96];
     for (int k = 1; k <= np; k++) {
         long n = quick ? 200 : 3000;
-        double rr[MAXREP];
+        double rr[PEER_MAXREP];
         int ok = 1;
         buf[0] = 'E';
         for (int rep = 0; rep < reps; rep++) {
-            double t0 = now_s();
+            double t0 = peer_now();
             for (long i = 0; i < n; i++) {
                 for (int j = 0; j < k; j++) wr(w[j], buf, 8);
                 for (int j = 0; j < k; j++) ok &= rd(r[j], in) == 8;
             }
-            rr[rep] = (now_s() - t0) / (double)n * 1e6 / 2;
+            rr[rep] = (peer_now() - t0) / (double)n * 1e6 / 2;
         }
         snprintf(prm, sizeof prm, "\"peers\":%d,\"size\":8", k);
         emit("hotspot_lat", prm, "one_way_us", "us", rr, n, ok);
@@ -283,11 +225,11 @@ static void pipe_hotspot(struct hot *h, int s, int quick)
         ok = 1;
         for (int rep = 0; rep < reps; rep++) {
             uint64_t cmd[3] = {'T', m, 65536};
-            double t0 = now_s();
+            double t0 = peer_now();
             for (int j = 0; j < k; j++) wr(w[j], cmd, sizeof cmd);
             for (int j = 0; j < k; j++) /* the pipes buffer what comes meanwhile */
                 for (uint64_t i = 0; i < m; i++) ok &= rd(r[j], in) == 65536;
-            rr[rep] = (double)k * (double)m * 65536.0 / (now_s() - t0) / 1e6;
+            rr[rep] = (double)k * (double)m * 65536.0 / (peer_now() - t0) / 1e6;
         }
         snprintf(prm, sizeof prm, "\"peers\":%d,\"size\":65536", k);
         emit("hotspot_bw", prm, "MBps", "MB/s", rr, (long)m, ok);
@@ -303,30 +245,31 @@ static void pipe_hotspot(struct hot *h, int s, int quick)
     free(buf), free(in);
 }
 
+/* n timed echo round trips of size bytes over w and r, after 10 untimed ones, into rtt */
+static void echo_rtts(int w, int r, uint8_t *buf, uint8_t *in, size_t size, long n, double *rtt)
+{
+    for (long j = -10; j < n; j++) {
+        double t0 = peer_now();
+        wr(w, buf, size);
+        if (rd(r, in) != (long)size) die("echo size");
+        if (j >= 0) rtt[j] = peer_now() - t0;
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: %s <space address> <quick|full> [reps] [hot-spot peers]\n", argv[0]);
         return 2;
     }
-    int quick = !strcmp(argv[2], "quick");
-    reps = argc > 3 ? atoi(argv[3]) : (quick ? 3 : 5);
-    if (reps < 1 || reps > MAXREP) reps = 3;
+    int quick, hot;
+    peer_args(argc, argv, 2, &quick, &reps, &hot);
     char ping[64], pong[64];
     snprintf(ping, sizeof ping, "micro-ping-%d", (int)getpid());
     snprintf(pong, sizeof pong, "micro-pong-%d", (int)getpid());
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        layer_dpdk_env(1);
-        int rc = run_echo(argv[1], ping, pong);
-        dpdk_done();
-        _exit(rc);
-    }
+    pid_t pid = PEER_FORK(echo_main(argv[1], ping, pong, 1));
     struct hot h = {0};
-    int hot = argc > 4 ? atoi(argv[4]) : (quick ? 2 : 4);
-    if (hot > 0 && hot <= 16) hot_fork(&h, argv[1], hot);
+    if (hot > 0) hot_fork(&h, argv[1], hot);
     layer_dpdk_env(0); /* LAYER_DPDK: this process's port, after every fork */
     /* here, not in the echo processes: they may wait long for their next command; a
      * point's stream takes seconds, so 60 s of nothing means the run stalled (it happened
@@ -340,12 +283,11 @@ int main(int argc, char **argv)
     int r = attach_retry(pong, s);
     g_reader = r;
     uint8_t *buf = calloc(1, MAXSEG), *in = malloc(MAXSEG);
-    static const size_t LQ[] = {8, 1024, 65536}, LF[] = {8, 64, 512, 4096, 32768, 262144, 1048576};
-    static const size_t BQ[] = {64, 65536}, BF[] = {64, 512, 4096, 32768, 262144, 1048576};
-    static const int QS[] = {8, 16, 64, 100};
-    const size_t *ls = quick ? LQ : LF, *bs = quick ? BQ : BF;
-    size_t nl = quick ? 3 : 7, nb = quick ? 2 : 6;
+    const size_t *ls = quick ? PEER_LQ : PEER_LF;
+    size_t nl = quick ? 3 : 7;
     char prm[128];
+    struct pipe_io pio = {w, r};
+    struct peer_io io = {&pio, pio_send, pio_flush, pio_recv};
     if (layer_hotspot_only()) { /* the pair's tests ran on another fabric; a few echoes so the */
         buf[0] = 'E';           /* reader's direct link is known (the rows' link) */
         for (int j = 0; j < 20; j++) {
@@ -358,85 +300,33 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < nl; i++) {
         long n = quick ? 200 : 3000;
         if (ls[i] >= 262144) n = quick ? 30 : 200;
-        double r2[MAXREP], *rtt = malloc(sizeof(double) * (size_t)n);
+        double r2[PEER_MAXREP], *rtt = malloc(sizeof(double) * (size_t)n);
         buf[0] = 'E';
         for (int k = 0; k < reps; k++) {
-            for (long j = -10; j < n; j++) {
-                double t0 = now_s();
-                wr(w, buf, ls[i]);
-                if (rd(r, in) != (long)ls[i]) die("echo size");
-                if (j >= 0) rtt[j] = now_s() - t0;
-            }
-            qsort(rtt, (size_t)n, sizeof *rtt, cmpd);
-            r2[k] = rtt[n / 2] * 1e6 / 2;
+            echo_rtts(w, r, buf, in, ls[i], n, rtt);
+            r2[k] = peer_one_way_us(rtt, n);
         }
         free(rtt);
         snprintf(prm, sizeof prm, "\"size\":%zu", ls[i]);
         emit("lat", prm, "one_way_us", "us", r2, n, 1);
     }
-    for (size_t qi = 0; qi < 4; qi++)
-        for (size_t i = 0; i < nb; i++) {
-            int q = QS[qi];
-            long bytes = (quick ? 4L : 64L) << 20, wn = bytes / ((long)q * (long)(bs[i] + 48));
-            if (quick && wn > 2000 / q) wn = 2000 / q;
-            if (wn > 20000 / q) wn = 20000 / q; /* at most ~20000 events a point: small ones take ~100 us each */
-            if (wn < 4) wn = 4;
-            double r2[MAXREP], c[3][MAXREP];
-            int ok = 1;
-            struct reply a;
-            for (int k = 0; k < reps; k++) {
-                buf[0] = 'C';
-                wr(w, buf, 8);
-                rd(r, in);
-                memcpy(&a, in, sizeof a);
-                double c0 = a.cpu_s, self0 = proc_cpu_s(), t0 = now_s();
-                for (long x = 0; x < wn; x++) {
-                    for (int j = 0; j < q; j++) {
-                        buf[0] = j == q - 1 ? 'W' : 'B';
-                        wr(w, buf, bs[i]);
-                    }
-                    rd(r, in); /* the window's ack */
-                }
-                double dt = now_s() - t0, self1 = proc_cpu_s();
-                memcpy(&a, in, sizeof a);
-                long msgs = wn * q;
-                ok &= a.kind == 'A' && a.count == (uint64_t)msgs;
-                r2[k] = (double)msgs * (double)bs[i] / dt / 1e6;
-                c[0][k] = (self1 - self0) / (double)msgs * 1e6;
-                c[1][k] = (a.cpu_s - c0) / (double)msgs * 1e6;
-                c[2][k] = dt / (double)msgs * 1e6;
-            }
-            snprintf(prm, sizeof prm, "\"size\":%zu,\"q\":%d", bs[i], q);
-            emit("bw", prm, "MBps", "MB/s", r2, wn * q, ok);
-            if (q == 16) {
-                snprintf(prm, sizeof prm, "\"size\":%zu,\"q\":16,\"wait\":\"blocking read\"", bs[i]);
-                emit("cpu", prm, "sender_cpu_us", "us/msg", c[0], wn * q, ok);
-                emit("cpu", prm, "receiver_cpu_us", "us/msg", c[1], wn * q, ok);
-                emit("cpu", prm, "wall_us", "us/msg", c[2], wn * q, ok);
-            }
-        }
+    peer_bw(&io, quick, reps, ",\"wait\":\"blocking read\"", NULL, emit_cb);
     /* completion notification: 8 B and 4 KiB ping-pong, both ends blocking in pi_read
      * against both polling pi_read_timeout(..., 0); latency and the client's CPU share */
     static const size_t nsz[] = {8, 4096};
     for (int poll = 0; poll < 2; poll++)
         for (size_t i = 0; i < 2; i++) {
             long n = quick ? 200 : 3000;
-            double r2[MAXREP], c[MAXREP], *rtt = malloc(sizeof(double) * (size_t)n);
+            double r2[PEER_MAXREP], c[PEER_MAXREP], *rtt = malloc(sizeof(double) * (size_t)n);
             buf[0] = poll ? 'P' : 'K';
             wr(w, buf, 8);
             g_poll = poll;
             buf[0] = 'E';
             for (int k = 0; k < reps; k++) {
-                double c0 = proc_cpu_s(), t00 = now_s();
-                for (long j = -10; j < n; j++) {
-                    double t0 = now_s();
-                    wr(w, buf, nsz[i]);
-                    if (rd(r, in) != (long)nsz[i]) die("echo size");
-                    if (j >= 0) rtt[j] = now_s() - t0;
-                }
-                c[k] = (proc_cpu_s() - c0) / (now_s() - t00);
-                qsort(rtt, (size_t)n, sizeof *rtt, cmpd);
-                r2[k] = rtt[n / 2] * 1e6 / 2;
+                double c0 = peer_cpu(), t00 = peer_now();
+                echo_rtts(w, r, buf, in, nsz[i], n, rtt);
+                c[k] = (peer_cpu() - c0) / (peer_now() - t00);
+                r2[k] = peer_one_way_us(rtt, n);
             }
             free(rtt);
             snprintf(prm, sizeof prm, "\"size\":%zu,\"wait\":\"%s\"", nsz[i], poll ? "poll" : "block");
@@ -446,17 +336,13 @@ int main(int argc, char **argv)
     buf[0] = 'K';
     wr(w, buf, 8);
     g_poll = 0;
-    long ow = ((quick ? 4L : 64L) << 20) / (16L * (65536 + 48));
-    struct pipe_pair pp = {w, r, in};
-    layer_overlap_reuse(&pp, pipe_stream, NULL, emit_cb, quick, reps, ow < 4 ? 4 : ow);
-    struct pipe_io pio = {w, r};
-    struct peer_io io = {&pio, pio_send, pio_flush, pio_recv};
+    struct peer_ctx pc = {&io, in, "pipe", NULL}; /* the stream: windows over w and r */
+    layer_overlap_reuse(&pc, peer_stream, NULL, emit_cb, quick, reps, peer_windows(quick, 16, 65536));
     peer_bidir(&io, quick, reps, NULL, emit_cb);
 done:
     buf[0] = 'Q';
     wr(w, buf, 8);
-    int st;
-    waitpid(pid, &st, 0);
+    int bad = peer_reap(&pid, 1);
     if (h.np) pipe_hotspot(&h, s, quick);
     pi_close(w);
     pi_detach(r);
@@ -464,5 +350,5 @@ done:
     pi_unlink(pong, s);
     pi_space_close(s);
     dpdk_done();
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+    return bad;
 }

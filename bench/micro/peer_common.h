@@ -1,17 +1,22 @@
 /* What the layer peers (peer_zmq.c, peer_nats.c) share with layer_chan.c and layer_pipe.c:
- * the same sizes, windows and message counts, clocks, and micro.h's JSON rows. The echo
+ * the same sizes, windows and message counts, clocks, micro.h's JSON rows, the command line,
+ * forked processes, and the windowed bandwidth and stream (layer_pipe.c's too). The echo
  * protocol is theirs too: byte 0 of a message 'E' echoed at the same size, 'B' counted,
  * 'W' counted and answered with struct peer_reply, 'C' answered likewise (zeroing the
  * count), 'T' streamed back (the hot-spot), 'Q' quit. */
 #ifndef PEER_COMMON_H
 #define PEER_COMMON_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "layer_common.h"
 
@@ -59,20 +64,74 @@ static inline int peer_cmpd(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* One row: the median over r[0..reps) with min and max. */
-static inline void peer_emit(const char *layer, const char *note, const char *test, const char *params,
-                             const char *metric, const char *unit, const double *r, int reps, long n, int ok)
+/* The median of n round trips (sorts rtt), as one-way microseconds: half of it. */
+static inline double peer_one_way_us(double *rtt, long n)
+{
+    qsort(rtt, (size_t)n, sizeof *rtt, peer_cmpd);
+    return rtt[n / 2] * 1e6 / 2;
+}
+
+/* One row of layer on link: the median over r[0..reps) with min and max; note NULL: none. */
+static inline void peer_row(const char *layer, const char *link, const char *note, const char *test,
+                            const char *params, const char *metric, const char *unit, const double *r,
+                            int reps, long n, int ok)
 {
     double s[PEER_MAXREP];
     memcpy(s, r, sizeof(double) * (size_t)reps);
     qsort(s, (size_t)reps, sizeof *s, peer_cmpd);
     double med = reps % 2 ? s[reps / 2] : (s[reps / 2 - 1] + s[reps / 2]) / 2;
-    printf("{\"layer\":\"%s\",\"link\":\"tcp\",\"test\":\"%s\",\"params\":{%s},\"metric\":\"%s\","
-           "\"unit\":\"%s\",\"median\":%.4g,\"min\":%.4g,\"max\":%.4g,\"reps\":[", layer, test, params,
-           metric, unit, med, s[0], s[reps - 1]);
+    printf("{\"layer\":\"%s\",\"link\":\"%s\",\"test\":\"%s\",\"params\":{%s},\"metric\":\"%s\","
+           "\"unit\":\"%s\",\"median\":%.4g,\"min\":%.4g,\"max\":%.4g,\"reps\":[", layer, link, test,
+           params, metric, unit, med, s[0], s[reps - 1]);
     for (int i = 0; i < reps; i++) printf("%s%.4g", i ? "," : "", r[i]);
-    printf("],\"n\":%ld,\"matched\":%s,\"note\":\"%s\"}\n", n, ok ? "true" : "false", note);
+    printf("],\"n\":%ld,\"matched\":%s", n, ok ? "true" : "false");
+    if (note) printf(",\"note\":\"%s\"", note);
+    printf("}\n");
     fflush(stdout);
+}
+
+/* A peer's row: its layer's, on tcp. */
+static inline void peer_emit(const char *layer, const char *note, const char *test, const char *params,
+                             const char *metric, const char *unit, const double *r, int reps, long n, int ok)
+{
+    peer_row(layer, "tcp", note, test, params, metric, unit, r, reps, n, ok);
+}
+
+/* The command line after a program's own arguments, from argv[at]: <quick|full> [reps]
+ * [hot-spot peers (quick 2, full 4)]; reps out of 1..PEER_MAXREP become 3, peers out of
+ * 0..16 become 0. */
+static inline void peer_args(int argc, char **argv, int at, int *quick, int *reps, int *hot)
+{
+    *quick = !strcmp(argv[at], "quick");
+    *reps = argc > at + 1 ? atoi(argv[at + 1]) : (*quick ? 3 : 5);
+    if (*reps < 1 || *reps > PEER_MAXREP) *reps = 3;
+    *hot = argc > at + 2 ? atoi(argv[at + 2]) : (*quick ? 2 : 4);
+    if (*hot < 0 || *hot > 16) *hot = 0;
+}
+
+/* Forks a process that evaluates child (an expression: its exit code) and dies with this
+ * one; its pid, in this process. */
+#define PEER_FORK(child)                                                                   \
+    ({                                                                                     \
+        fflush(NULL);                                                                      \
+        pid_t pid_ = fork();                                                               \
+        if (pid_ == 0) {                                                                   \
+            prctl(PR_SET_PDEATHSIG, SIGKILL);                                              \
+            _exit(child);                                                                  \
+        }                                                                                  \
+        pid_;                                                                              \
+    })
+
+/* Waits for n forked processes; 0 when every one exited with 0, else 1. */
+static inline int peer_reap(const pid_t *pid, int n)
+{
+    int bad = 0;
+    for (int j = 0; j < n; j++) {
+        int st;
+        waitpid(pid[j], &st, 0);
+        bad |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    }
+    return bad;
 }
 
 /* A peer's transport: send one message (queued; flush sends what is queued), receive the
@@ -240,37 +299,16 @@ static inline void peer_emit_cb(void *ectx, const char *test, const char *params
     peer_emit(pc->layer, pc->note, test, params, metric, unit, r, reps, n, ok);
 }
 
-/* The measuring end: latency against size, bandwidth with Q = 8, 16, 64, 100 outstanding
- * (the window's last message answered), and at Q = 16 the CPU per message of both ends
- * (getrusage) and the wall time; rows as layer_chan.c's (the CPU rows without its `wait`, so
- * they stand beside the layer's whatever it waits with: the note says how this peer waits). */
-static inline void peer_measure(const struct peer_io *io, int quick, int reps, const char *layer,
-                                const char *note)
+/* Bandwidth with Q = 8, 16, 64, 100 outstanding (the window's last message answered), and at
+ * Q = 16 the CPU per message of both ends (getrusage) and the wall time; cpu_params is added
+ * to the CPU rows' params (how the measuring end waits, or ""). */
+static inline void peer_bw(const struct peer_io *io, int quick, int reps, const char *cpu_params,
+                           void *ectx, layer_emit_fn emit)
 {
     uint8_t *buf = calloc(1, PEER_MAXMSG), *in = malloc(PEER_MAXMSG);
-    const size_t *ls = quick ? PEER_LQ : PEER_LF, *bs = quick ? PEER_BQ : PEER_BF;
-    size_t nl = quick ? 3 : 7, nb = quick ? 2 : 6;
+    const size_t *bs = quick ? PEER_BQ : PEER_BF;
+    size_t nb = quick ? 2 : 6;
     char prm[128];
-    for (size_t i = 0; i < nl; i++) {
-        long n = peer_lat_n(quick, ls[i]);
-        double r[PEER_MAXREP], *rtt = malloc(sizeof(double) * (size_t)n);
-        int ok = 1;
-        buf[0] = 'E';
-        for (int k = 0; k < reps; k++) {
-            for (long j = -20; j < n; j++) {
-                double t0 = peer_now();
-                io->send(io->ctx, buf, ls[i]);
-                io->flush(io->ctx);
-                ok &= io->recv(io->ctx, in) == (long)ls[i];
-                if (j >= 0) rtt[j] = peer_now() - t0;
-            }
-            qsort(rtt, (size_t)n, sizeof *rtt, peer_cmpd);
-            r[k] = rtt[n / 2] * 1e6 / 2;
-        }
-        free(rtt);
-        snprintf(prm, sizeof prm, "\"size\":%zu", ls[i]);
-        peer_emit(layer, note, "lat", prm, "one_way_us", "us", r, reps, n, ok);
-    }
     for (size_t qi = 0; qi < 4; qi++)
         for (size_t i = 0; i < nb; i++) {
             int q = PEER_QS[qi];
@@ -303,17 +341,50 @@ static inline void peer_measure(const struct peer_io *io, int quick, int reps, c
                 c[2][k] = dt / (double)msgs * 1e6;
             }
             snprintf(prm, sizeof prm, "\"size\":%zu,\"q\":%d", bs[i], q);
-            peer_emit(layer, note, "bw", prm, "MBps", "MB/s", r, reps, w * q, ok);
+            emit(ectx, "bw", prm, "MBps", "MB/s", r, reps, w * q, ok);
             if (q == 16) {
-                snprintf(prm, sizeof prm, "\"size\":%zu,\"q\":16", bs[i]);
-                peer_emit(layer, note, "cpu", prm, "sender_cpu_us", "us/msg", c[0], reps, w * q, ok);
-                peer_emit(layer, note, "cpu", prm, "receiver_cpu_us", "us/msg", c[1], reps, w * q, ok);
-                peer_emit(layer, note, "cpu", prm, "wall_us", "us/msg", c[2], reps, w * q, ok);
+                snprintf(prm, sizeof prm, "\"size\":%zu,\"q\":16%s", bs[i], cpu_params);
+                emit(ectx, "cpu", prm, "sender_cpu_us", "us/msg", c[0], reps, w * q, ok);
+                emit(ectx, "cpu", prm, "receiver_cpu_us", "us/msg", c[1], reps, w * q, ok);
+                emit(ectx, "cpu", prm, "wall_us", "us/msg", c[2], reps, w * q, ok);
             }
         }
+    free(buf), free(in);
+}
+
+/* The measuring end: latency against size, bandwidth with Q = 8, 16, 64, 100 outstanding
+ * (the window's last message answered), and at Q = 16 the CPU per message of both ends
+ * (getrusage) and the wall time; rows as layer_chan.c's (the CPU rows without its `wait`, so
+ * they stand beside the layer's whatever it waits with: the note says how this peer waits). */
+static inline void peer_measure(const struct peer_io *io, int quick, int reps, const char *layer,
+                                const char *note)
+{
+    uint8_t *buf = calloc(1, PEER_MAXMSG), *in = malloc(PEER_MAXMSG);
+    const size_t *ls = quick ? PEER_LQ : PEER_LF;
+    size_t nl = quick ? 3 : 7;
+    char prm[128];
+    for (size_t i = 0; i < nl; i++) {
+        long n = peer_lat_n(quick, ls[i]);
+        double r[PEER_MAXREP], *rtt = malloc(sizeof(double) * (size_t)n);
+        int ok = 1;
+        buf[0] = 'E';
+        for (int k = 0; k < reps; k++) {
+            for (long j = -20; j < n; j++) {
+                double t0 = peer_now();
+                io->send(io->ctx, buf, ls[i]);
+                io->flush(io->ctx);
+                ok &= io->recv(io->ctx, in) == (long)ls[i];
+                if (j >= 0) rtt[j] = peer_now() - t0;
+            }
+            r[k] = peer_one_way_us(rtt, n);
+        }
+        free(rtt);
+        snprintf(prm, sizeof prm, "\"size\":%zu", ls[i]);
+        peer_emit(layer, note, "lat", prm, "one_way_us", "us", r, reps, n, ok);
+    }
     struct peer_ctx pc = {io, in, layer, note};
-    long ow = ((quick ? 4L : 64L) << 20) / (16L * (65536 + 48));
-    layer_overlap_reuse(&pc, peer_stream, &pc, peer_emit_cb, quick, reps, ow < 4 ? 4 : ow);
+    peer_bw(io, quick, reps, "", &pc, peer_emit_cb);
+    layer_overlap_reuse(&pc, peer_stream, &pc, peer_emit_cb, quick, reps, peer_windows(quick, 16, 65536));
     peer_bidir(io, quick, reps, &pc, peer_emit_cb);
     buf[0] = 'Q';
     io->send(io->ctx, buf, 8);

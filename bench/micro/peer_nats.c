@@ -14,11 +14,6 @@
 #include "nats_proto.h"
 #include "peer_common.h"
 
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 struct nio { struct nc *c; char out[64]; };
 
 static void die(struct nc *c, const char *what)
@@ -104,23 +99,14 @@ static int hotspot(const char *server, int np, int quick, int reps)
     open_end(&h.x, server, pong, "unused");
     for (int j = 0; j < np; j++) {
         snprintf(h.ping[j], sizeof h.ping[j], "micro.hping.%d.%d", (int)getpid(), j);
-        fflush(NULL);
-        if ((pid[j] = fork()) == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            _exit(echo_process(server, h.ping[j], pong));
-        }
+        pid[j] = PEER_FORK(echo_process(server, h.ping[j], pong));
         join(&h.x, h.ping[j]); /* one at a time: every answer is this one's */
     }
     struct peer_hot_io io = {&h, nh_send, nh_flush, nh_recv};
     peer_hotspot(&io, np, quick, reps, 16, "pipe",
                  "NATS core: a subject for each echo process, all publish to one subject the hot node reads; "
                  "through nats-server, tcp loopback");
-    int bad = 0;
-    for (int j = 0; j < np; j++) {
-        int st;
-        waitpid(pid[j], &st, 0);
-        bad |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-    }
+    int bad = peer_reap(pid, np);
     nc_close(h.x.c);
     return bad;
 }
@@ -131,27 +117,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s <host:port> <quick|full> [reps] [hot-spot peers (quick 2, full 4)]\n", argv[0]);
         return 2;
     }
-    int quick = !strcmp(argv[2], "quick"), reps = argc > 3 ? atoi(argv[3]) : (quick ? 3 : 5);
-    if (reps < 1 || reps > PEER_MAXREP) reps = 3;
-    int hot = argc > 4 ? atoi(argv[4]) : (quick ? 2 : 4);
-    if (hot < 0 || hot > 16) hot = 0;
+    int quick, reps, hot;
+    peer_args(argc, argv, 2, &quick, &reps, &hot);
     char ping[64], pong[64];
     snprintf(ping, sizeof ping, "micro.ping.%d", (int)getpid());
     snprintf(pong, sizeof pong, "micro.pong.%d", (int)getpid());
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        _exit(echo_process(argv[1], ping, pong));
-    }
+    pid_t pid = PEER_FORK(echo_process(argv[1], ping, pong));
     struct nio x;
     open_end(&x, argv[1], pong, ping);
     join(&x, ping);
     struct peer_io io = {&x, n_send, n_flush, n_recv};
     peer_measure(&io, quick, reps, "pipe", "NATS core pub/sub through nats-server (nothing kept), tcp loopback, blocking socket reads");
-    int st;
-    waitpid(pid, &st, 0);
+    int bad = peer_reap(&pid, 1);
     nc_close(x.c);
-    int bad = hot ? hotspot(argv[1], hot, quick, reps) : 0;
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 && !bad ? 0 : 1;
+    bad |= hot ? hotspot(argv[1], hot, quick, reps) : 0;
+    return bad;
 }

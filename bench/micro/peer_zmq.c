@@ -14,10 +14,6 @@
  * dropped; a lost message shows as a timeout (exit 1), not as a fast number. */
 #include "peer_common.h"
 
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <zmq.h>
 
 #define TIMEOUT_MS 30000
@@ -115,23 +111,14 @@ static int hotspot(void *ctx, int np, int quick, int reps)
         h.pub[j] = sock(ctx, ZMQ_PUB, "tcp://127.0.0.1:*", 1);
         l = sizeof ep;
         zmq_getsockopt(h.pub[j], ZMQ_LAST_ENDPOINT, ep, &l);
-        fflush(NULL);
-        if ((pid[j] = fork()) == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            _exit(echo_process(pull, ep));
-        }
+        pid[j] = PEER_FORK(echo_process(pull, ep));
         join(h.pub[j], h.pull); /* one at a time: every answer is this one's */
     }
     struct peer_hot_io io = {&h, zh_send, z_flush, zh_recv};
     peer_hotspot(&io, np, quick, reps, 64, "channel",
                  "ZeroMQ: a PUB socket to each echo process, all PUSH into one PULL; tcp loopback, blocking zmq_recv");
-    int bad = 0;
-    for (int j = 0; j < np; j++) {
-        int st;
-        waitpid(pid[j], &st, 0);
-        bad |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-        zmq_close(h.pub[j]);
-    }
+    int bad = peer_reap(pid, np);
+    for (int j = 0; j < np; j++) zmq_close(h.pub[j]);
     zmq_close(h.pull);
     return bad;
 }
@@ -142,28 +129,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s <quick|full> [reps] [hot-spot peers (quick 2, full 4)]\n", argv[0]);
         return 2;
     }
-    int quick = !strcmp(argv[1], "quick"), reps = argc > 2 ? atoi(argv[2]) : (quick ? 3 : 5);
-    if (reps < 1 || reps > PEER_MAXREP) reps = 3;
-    int hot = argc > 3 ? atoi(argv[3]) : (quick ? 2 : 4);
-    if (hot < 0 || hot > 16) hot = 0;
+    int quick, reps, hot;
+    peer_args(argc, argv, 1, &quick, &reps, &hot);
     void *ctx = zmq_ctx_new();
     struct zio z = {sock(ctx, ZMQ_PUB, "tcp://127.0.0.1:*", 1), sock(ctx, ZMQ_PULL, "tcp://127.0.0.1:*", 1)};
     char pub[64], pull[64];
     size_t l1 = sizeof pub, l2 = sizeof pull;
     zmq_getsockopt(z.out, ZMQ_LAST_ENDPOINT, pub, &l1);
     zmq_getsockopt(z.in, ZMQ_LAST_ENDPOINT, pull, &l2);
-    fflush(NULL);
-    pid_t pid = fork(); /* the sink: a fresh context of its own */
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        _exit(echo_process(pull, pub));
-    }
+    pid_t pid = PEER_FORK(echo_process(pull, pub)); /* the sink: a fresh context of its own */
     join(z.out, z.in); /* a SUB joins late */
     struct peer_io io = {&z, z_send, z_flush, z_recv};
     peer_measure(&io, quick, reps, "channel", "ZeroMQ PUB/SUB + PUSH/PULL, tcp loopback, I/O thread, blocking zmq_recv");
-    int st;
-    waitpid(pid, &st, 0);
-    int bad = hot ? hotspot(ctx, hot, quick, reps) : 0;
+    int bad = peer_reap(&pid, 1);
+    bad |= hot ? hotspot(ctx, hot, quick, reps) : 0;
     zmq_close(z.out), zmq_close(z.in), zmq_ctx_term(ctx);
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 && !bad ? 0 : 1;
+    return bad;
 }

@@ -1,5 +1,7 @@
-/* Helpers for channel_test.c: the test formats, forked processes with pipes to and from
- * the parent, and a failure path that kills every child. Header-only (test code). */
+/* Helpers for channel_test.c and channel_fast_test.c: the test formats, forked processes
+ * with pipes to and from the parent, the steps both sides of a test with child processes
+ * take, waiting for counts and stats, and a failure path that kills every child.
+ * Header-only (test code). */
 #ifndef CHAN_TEST_UTIL_H
 #define CHAN_TEST_UTIL_H
 
@@ -8,6 +10,7 @@
 #include "format/cx_format_registry.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,6 +19,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#define LOOP "tcp://127.0.0.1:0" /* every runtime of these tests listens on loopback */
 
 /* ---- formats: one "reading" in three versions, and a big event ---- */
 struct rd2 { int64_t id; double x, y; };                   /* the channel's format */
@@ -172,6 +177,70 @@ static inline int reap(struct kid *k, int timeout_ms)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
 }
 
+/* ---- the steps of a child and its parent ---- */
+
+/* In a child: reads the channel id the parent sends and opens it in ctx. 0 or -1. */
+static inline int kid_open(struct kid *k, struct cx_chan_ctx *ctx, struct cx_chan **ch)
+{
+    char id[256];
+    return get_str(k->rd, id, sizeof id, 10000) < 0 || cx_chan_open(ctx, id, 5000, ch) < 0 ? -1 : 0;
+}
+
+/* In a child: stays until the parent's goodbye (the parent may still look at this
+ * process's members), then ends its runtime. The child's exit code: 0. */
+static inline int kid_bye(struct kid *k, struct cx_chan_ctx *ctx)
+{
+    char bye[16];
+    get_str(k->rd, bye, sizeof bye, 15000);
+    cx_chan_ctx_destroy(ctx);
+    return 0;
+}
+
+/* In the parent: 1 when the child's next message is `what`. */
+static inline int kid_says(struct kid *k, const char *what, int timeout_ms)
+{
+    char s[16];
+    return get_str(k->rd, s, sizeof s, timeout_ms) == 0 && strcmp(s, what) == 0;
+}
+
+/* Submits rd2 events first..last (each may wait timeout_ms for room). 0 or the first error. */
+static inline int submit_rd2(struct cx_chan_source *s, int64_t first, int64_t last, int timeout_ms)
+{
+    for (int64_t i = first; i <= last; i++) {
+        struct rd2 e;
+        rd2_make(&e, i);
+        int rc = cx_chan_submit_wait(s, &e, timeout_ms);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Waits until the count *n (guarded by m) reaches want or timeout_ms passed; the last count. */
+static inline long count_wait(pthread_mutex_t *m, const long *n, long want, int timeout_ms)
+{
+    long long end = now_ms() + timeout_ms;
+    for (;;) {
+        pthread_mutex_lock(m);
+        long got = *n;
+        pthread_mutex_unlock(m);
+        if (got >= want || now_ms() >= end)
+            return got;
+        usleep(1000);
+    }
+}
+
+/* Reads ch's stats into st until cond (an expression on st) holds or timeout_ms passed;
+ * whether it held. The runtime applies joins, leaves and links on its progress thread. */
+#define stats_until(ch, st, cond, timeout_ms)                                              \
+    ({                                                                                     \
+        long long end_ = now_ms() + (timeout_ms);                                          \
+        int held_;                                                                         \
+        while (cx_chan_stats((ch), &(st)), !(held_ = (cond)) && now_ms() < end_)            \
+            usleep(1000);                                                                  \
+        held_;                                                                             \
+    })
+
 /* The failure path of a test: no child and no runtime outlives it. */
 static struct cx_chan_ctx *test_ctx;
 static inline void cleanup_all(void)
@@ -183,6 +252,22 @@ static inline void cleanup_all(void)
         }
     cx_chan_ctx_destroy(test_ctx);
     test_ctx = NULL;
+}
+
+/* In the parent: its runtime (test_ctx), a channel made with co and a source of format f
+ * on it; the channel's id sent to each of the n sink children, each answering "ready";
+ * then the n sinks are members. 0 or -1. */
+static inline int chan_for_kids(struct kid *kids, int n, const struct cx_format *f,
+                                const struct cx_chan_opts *co, struct cx_chan **ch,
+                                struct cx_chan_source **s)
+{
+    if (cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &test_ctx) < 0 ||
+        cx_chan_create(test_ctx, co, ch) < 0 || cx_chan_source(*ch, f, s) < 0)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (put_str(kids[i].wr, cx_chan_id(*ch)) < 0 || !kid_says(&kids[i], "ready", 15000))
+            return -1;
+    return cx_chan_wait_members(*ch, 1, (unsigned)n, 10000) < 0 ? -1 : 0;
 }
 
 /* A check that cleans up before failing, and prints the last library error. */

@@ -13,7 +13,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#define LOOP "tcp://127.0.0.1:0"
 #define NTHREADS 4
 #define PER_THREAD 5000
 #define ID_STRIDE 1000000 /* an event's id: thread * ID_STRIDE + its number in that thread */
@@ -51,11 +50,7 @@ static long seen_count(struct seen *s)
 
 static long wait_count(struct seen *s, long want, int timeout_ms)
 {
-    long long end = now_ms() + timeout_ms;
-    long n;
-    while ((n = seen_count(s)) < want && now_ms() < end)
-        usleep(1000);
-    return n;
+    return count_wait(&s->m, &s->n, want, timeout_ms);
 }
 
 /* rd2 events from the threads of one source: seq grows, and each thread's ids grow. */
@@ -139,10 +134,9 @@ static int rd2_sink_child(struct kid *k, void *arg)
     struct cx_chan_sink *snk;
     struct seen s;
     seen_init(&s);
-    char id[256];
     if (cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &ctx) < 0)
         KID_FAIL(3, "ctx");
-    if (get_str(k->rd, id, sizeof id, 10000) < 0 || cx_chan_open(ctx, id, 5000, &ch) < 0)
+    if (kid_open(k, ctx, &ch) < 0)
         KID_FAIL(4, "open");
     if (cx_chan_sink(ch, &(struct cx_chan_sink_opts){.format = F}, on_rd2, &s, &snk) < 0)
         KID_FAIL(5, "sink");
@@ -151,10 +145,7 @@ static int rd2_sink_child(struct kid *k, void *arg)
     struct seen_result r = {seen_count(&s), s.bad, s.misorder, {0}};
     cx_chan_stats(ch, &r.st);
     put(k->wr, &r, sizeof r);
-    char bye[8];
-    get_str(k->rd, bye, sizeof bye, 15000);
-    cx_chan_ctx_destroy(ctx);
-    return 0;
+    return kid_bye(k, ctx);
 }
 
 /* Until the source's process has its link to the sink (the first events would otherwise
@@ -162,20 +153,7 @@ static int rd2_sink_child(struct kid *k, void *arg)
 static int linked(struct cx_chan *ch)
 {
     struct cx_chan_stats st;
-    long long end = now_ms() + 10000;
-    do {
-        cx_chan_stats(ch, &st);
-        if (st.shm_sinks == 1)
-            return 1;
-        usleep(1000);
-    } while (now_ms() < end);
-    return 0;
-}
-
-static int kid_says(struct kid *k, const char *what)
-{
-    char s[16];
-    return get_str(k->rd, s, sizeof s, 15000) == 0 && strcmp(s, what) == 0;
+    return stats_until(ch, st, st.shm_sinks == 1, 10000);
 }
 
 CX_TEST(fast_path_submits_from_four_threads_keep_each_sources_order)
@@ -186,12 +164,9 @@ CX_TEST(fast_path_submits_from_four_threads_keep_each_sources_order)
     const struct cx_format *F = reg(rd2_d);
     struct cx_chan *ch;
     struct cx_chan_source *src;
-    CK(cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &test_ctx) == 0);
-    CK(cx_chan_create(test_ctx, &(struct cx_chan_opts){.format = F, .mode = CX_CHAN_RELIABLE,
-                                                       .queue_limit = 64}, &ch) == 0);
-    CK(cx_chan_source(ch, F, &src) == 0);
-    CK(put_str(kid.wr, cx_chan_id(ch)) == 0 && kid_says(&kid, "ready"));
-    CK(cx_chan_wait_members(ch, 1, 1, 10000) == 0 && linked(ch));
+    CK(chan_for_kids(&kid, 1, F, &(struct cx_chan_opts){.format = F, .mode = CX_CHAN_RELIABLE,
+                                                        .queue_limit = 64}, &ch, &src) == 0);
+    CK(linked(ch));
     pthread_t th[NTHREADS];
     struct sub_thread a[NTHREADS];
     pthread_barrier_t start;
@@ -244,8 +219,7 @@ static int blob_sink_child(struct kid *k, void *arg)
         struct seen s;
         seen_init(&s);
         s.blob_n = jobs[j].n;
-        char id[256];
-        if (get_str(k->rd, id, sizeof id, 10000) < 0 || cx_chan_open(ctx, id, 5000, &ch) < 0)
+        if (kid_open(k, ctx, &ch) < 0)
             KID_FAIL(4, "open");
         if (cx_chan_sink(ch, &(struct cx_chan_sink_opts){.format = F}, on_blob, &s, &snk) < 0)
             KID_FAIL(5, "sink");
@@ -255,10 +229,7 @@ static int blob_sink_child(struct kid *k, void *arg)
         cx_chan_stats(ch, &r.st);
         put(k->wr, &r, sizeof r);
     }
-    char bye[8];
-    get_str(k->rd, bye, sizeof bye, 15000);
-    cx_chan_ctx_destroy(ctx);
-    return 0;
+    return kid_bye(k, ctx);
 }
 
 CX_TEST(large_events_cross_the_shm_ring_intact)
@@ -277,7 +248,7 @@ CX_TEST(large_events_cross_the_shm_ring_intact)
         CK(cx_chan_create(test_ctx, &(struct cx_chan_opts){.format = F, .mode = CX_CHAN_RELIABLE,
                                                            .queue_limit = 8}, &ch) == 0);
         CK(cx_chan_source(ch, F, &src) == 0);
-        CK(put_str(kid.wr, cx_chan_id(ch)) == 0 && kid_says(&kid, "ready"));
+        CK(put_str(kid.wr, cx_chan_id(ch)) == 0 && kid_says(&kid, "ready", 15000));
         CK(cx_chan_wait_members(ch, 1, 1, 10000) == 0);
         for (long k = 1; k <= jobs[j].count; k++) {
             for (size_t i = 0; i < jobs[j].n; i++)
@@ -314,11 +285,10 @@ static int fallback_sink_child(struct kid *k, void *arg)
     struct cx_chan_sink *plain, *older, *filtered;
     struct seen sp, so, sf;
     seen_init(&sp), seen_init(&so), seen_init(&sf);
-    char id[256], cmd[16];
     long want;
     if (cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &ctx) < 0)
         KID_FAIL(3, "ctx");
-    if (get_str(k->rd, id, sizeof id, 10000) < 0 || cx_chan_open(ctx, id, 5000, &ch) < 0)
+    if (kid_open(k, ctx, &ch) < 0)
         KID_FAIL(4, "open");
     if (cx_chan_sink(ch, &(struct cx_chan_sink_opts){.format = F2}, on_rd2, &sp, &plain) < 0)
         KID_FAIL(5, "sink");
@@ -353,21 +323,15 @@ static int fallback_sink_child(struct kid *k, void *arg)
     struct seen_result rp = {seen_count(&sp), sp.bad, sp.misorder, {0}};
     cx_chan_stats(ch, &rp.st);
     put(k->wr, &rp, sizeof rp);
-    get_str(k->rd, cmd, sizeof cmd, 15000);
-    cx_chan_ctx_destroy(ctx);
-    return 0;
+    return kid_bye(k, ctx);
 }
 
 /* n events with ids from *next (one source, this thread). */
 static int send_rd2(struct cx_chan_source *src, int64_t *next, long n)
 {
-    for (long i = 0; i < n; i++) {
-        struct rd2 e;
-        rd2_make(&e, (*next)++);
-        if (cx_chan_submit_wait(src, &e, 15000) < 0)
-            return -1;
-    }
-    return 0;
+    int64_t first = *next;
+    *next += n;
+    return submit_rd2(src, first, *next - 1, 15000) < 0 ? -1 : 0;
 }
 
 /* Batches of n until the fast path carried some (a link lock held by a preempted progress
@@ -393,12 +357,9 @@ CX_TEST(fast_paths_fall_back_when_a_filter_or_another_format_joins)
     const struct cx_format *F = reg(rd2_d);
     struct cx_chan *ch;
     struct cx_chan_source *src;
-    CK(cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &test_ctx) == 0);
-    CK(cx_chan_create(test_ctx, &(struct cx_chan_opts){.format = F, .mode = CX_CHAN_RELIABLE},
-                      &ch) == 0);
-    CK(cx_chan_source(ch, F, &src) == 0);
-    CK(put_str(kid.wr, cx_chan_id(ch)) == 0 && kid_says(&kid, "ready"));
-    CK(cx_chan_wait_members(ch, 1, 1, 10000) == 0 && linked(ch));
+    CK(chan_for_kids(&kid, 1, F, &(struct cx_chan_opts){.format = F, .mode = CX_CHAN_RELIABLE},
+                     &ch, &src) == 0);
+    CK(linked(ch));
     const long N = 2000;
     int64_t next = 0;
     struct cx_chan_stats s0, s1, s2, s3;
@@ -406,7 +367,7 @@ CX_TEST(fast_paths_fall_back_when_a_filter_or_another_format_joins)
     CK(send_until_fast(ch, src, &next, N) == 0);
     cx_chan_stats(ch, &s0);
     long phase1 = (long)next;
-    CK(put(kid.wr, &phase1, sizeof phase1) == 0 && kid_says(&kid, "added"));
+    CK(put(kid.wr, &phase1, sizeof phase1) == 0 && kid_says(&kid, "added", 15000));
     /* phase 2: the filtered sink is a second target at the source (general path); the sink
      * process has two sinks on the plain endpoint (general receive path) */
     CK(cx_chan_wait_members(ch, 1, 2, 10000) == 0);
@@ -418,14 +379,7 @@ CX_TEST(fast_paths_fall_back_when_a_filter_or_another_format_joins)
     CK(get(kid.rd, &ro, sizeof ro, 20000) == sizeof ro);
     CK(get(kid.rd, &rf, sizeof rf, 20000) == sizeof rf);
     /* phase 3: both closed; once the source knows, the fast path comes back */
-    long long end = now_ms() + 10000;
-    do {
-        cx_chan_stats(ch, &s2);
-        if (s2.sinks == 1)
-            break;
-        usleep(2000);
-    } while (now_ms() < end);
-    CK(s2.sinks == 1);
+    CK(stats_until(ch, s2, s2.sinks == 1, 10000));
     CK(send_until_fast(ch, src, &next, N) == 0);
     cx_chan_stats(ch, &s3);
     long total = (long)next;

@@ -16,7 +16,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#define LOOP "tcp://127.0.0.1:0"
 #define CX_ERR_COPY 512
 
 /* ---- a sink that records what it got ---- */
@@ -158,17 +157,10 @@ static int sink_child(struct kid *k, void *arg)
     struct result res;
     rec_result(&r, &res);
     put(k->wr, &res, sizeof res);
-    char bye[8];
-    get_str(k->rd, bye, sizeof bye, 15000);
-    cx_chan_ctx_destroy(ctx);
-    return 0;
+    return kid_bye(k, ctx);
 }
 
-static int kid_ready(struct kid *k)
-{
-    char s[16];
-    return get_str(k->rd, s, sizeof s, 10000) == 0 && strcmp(s, "ready") == 0;
-}
+static int kid_ready(struct kid *k) { return kid_says(k, "ready", 10000); }
 
 /* ---- bad input and in-process behaviour ---- */
 
@@ -308,12 +300,8 @@ CX_TEST(local_sinks_get_events_through_the_dispatch_queue_without_copy)
     CK(cx_chan_submit(s, &e2) == 0); /* the caller keeps its struct: one copy */
     CK(rec_wait(&r2, 2, 3000) == 2 && rec_wait(&r1, 2, 3000) == 2 && rec_wait(&u.r, 2, 3000) == 2);
     CK(r2.last_data != &e2 && r2.bad == 0 && r2.gaps == 0);
-    for (int i = 0; i < 300; i++) { /* counted when the handlers have returned */
-        cx_chan_stats(ch, &st);
-        if (st.delivered == 7) /* 4 sinks got event 1, 3 (one closed) event 2 */
-            break;
-        usleep(1000);
-    }
+    /* counted when the handlers have returned: 4 sinks got event 1, 3 (one closed) event 2 */
+    stats_until(ch, st, st.delivered == 7, 1000);
     CK(st.delivered == 7 && st.sent == 0 && st.errors == 0);
     cx_chan_sink_close(k1);
     cx_chan_source_close(s);
@@ -346,11 +334,7 @@ CX_TEST(fanout_one_source_to_three_processes_and_a_local_sink)
         CK(put_str(kids[i].wr, cx_chan_id(ch)) == 0 && kid_ready(&kids[i]));
     CK(cx_chan_wait_members(ch, 1, 4, 5000) == 0);
     long long t0 = now_ms();
-    for (long i = 1; i <= N; i++) {
-        struct rd2 e;
-        rd2_make(&e, i);
-        CK(cx_chan_submit_wait(s, &e, 5000) == 0);
-    }
+    CK(submit_rd2(s, 1, N, 5000) == 0);
     struct result res[3];
     for (int i = 0; i < 3; i++)
         CK(get(kids[i].rd, &res[i], sizeof res[i], 15000) == sizeof res[i]);
@@ -412,11 +396,8 @@ static int source_child(struct kid *k, void *arg)
             KID_FAIL(7, "submit %ld", i);
     }
     put_str(k->wr, "sent");
-    char bye[8];
-    get_str(k->rd, bye, sizeof bye, 15000); /* stay until the sink has everything */
     free(buf);
-    cx_chan_ctx_destroy(ctx);
-    return 0;
+    return kid_bye(k, ctx); /* stay until the sink has everything */
 }
 
 /* A sink telling its sources apart by the address they send from. */
@@ -470,14 +451,7 @@ CX_TEST(fanin_three_source_processes_to_one_sink)
         char s[8];
         CK(get_str(kids[i].rd, s, sizeof s, 15000) == 0);
     }
-    for (int i = 0; i < 300; i++) {
-        pthread_mutex_lock(&fi.m);
-        long total = fi.total;
-        pthread_mutex_unlock(&fi.m);
-        if (total >= 3 * M)
-            break;
-        usleep(10000);
-    }
+    count_wait(&fi.m, &fi.total, 3 * M, 3000);
     long long ms = now_ms() - t0;
     pthread_mutex_lock(&fi.m);
     long total = fi.total, bad = fi.bad, n0 = fi.n[0], n1 = fi.n[1], n2 = fi.n[2], n3 = fi.n[3];
@@ -497,15 +471,14 @@ CX_TEST(fanin_three_source_processes_to_one_sink)
 static int evo_source_child(struct kid *k, void *arg)
 {
     int newer = *(int *)arg;
-    char id[256];
     /* only this process knows the newer format: sinks must learn it from the wire */
     const struct cx_format *f = newer ? reg(rd3_d) : reg(rd2_d);
     struct cx_chan_ctx *ctx;
     struct cx_chan *ch;
     struct cx_chan_source *s;
     if (cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &ctx) < 0 ||
-        get_str(k->rd, id, sizeof id, 10000) < 0 || cx_chan_open(ctx, id, 5000, &ch) < 0 ||
-        cx_chan_source(ch, f, &s) < 0 || cx_chan_wait_members(ch, 0, 2, 5000) < 0)
+        kid_open(k, ctx, &ch) < 0 || cx_chan_source(ch, f, &s) < 0 ||
+        cx_chan_wait_members(ch, 0, 2, 5000) < 0)
         KID_FAIL(3, "setup");
     for (long i = 1; i <= 100; i++) {
         char name[32];
@@ -517,10 +490,7 @@ static int evo_source_child(struct kid *k, void *arg)
             KID_FAIL(4, "submit");
     }
     put_str(k->wr, "sent");
-    char bye[8];
-    get_str(k->rd, bye, sizeof bye, 15000);
-    cx_chan_ctx_destroy(ctx);
-    return 0;
+    return kid_bye(k, ctx);
 }
 
 struct reflect_rec {
@@ -557,7 +527,6 @@ static void on_reflect(void *arg, const struct cx_chan_event *ev)
 static int evo_untyped_sink_child(struct kid *k, void *arg)
 {
     (void)arg;
-    char id[256];
     struct cx_format *probe;
     if (cx_format_create(rd3_d, NULL, &probe) < 0)
         KID_FAIL(2, "probe");
@@ -570,28 +539,17 @@ static int evo_untyped_sink_child(struct kid *k, void *arg)
     struct cx_chan *ch;
     struct cx_chan_sink *snk;
     if (cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &ctx) < 0 ||
-        get_str(k->rd, id, sizeof id, 10000) < 0 || cx_chan_open(ctx, id, 5000, &ch) < 0 ||
-        cx_chan_sink(ch, NULL, on_reflect, &r, &snk) < 0)
+        kid_open(k, ctx, &ch) < 0 || cx_chan_sink(ch, NULL, on_reflect, &r, &snk) < 0)
         KID_FAIL(4, "setup");
     put_str(k->wr, "ready");
-    for (int i = 0; i < 1000; i++) {
-        pthread_mutex_lock(&r.m);
-        long n = r.n;
-        pthread_mutex_unlock(&r.m);
-        if (n >= 200)
-            break;
-        usleep(10000);
-    }
+    count_wait(&r.m, &r.n, 200, 10000);
     pthread_mutex_lock(&r.m);
     struct result res = {r.n, r.bad + (r.v3 != 100) + (r.v2 != 100) + !r.tokens[1], 0, 0, 0};
     pthread_mutex_unlock(&r.m);
     if (!cx_format_registry_lookup(t3))
         res.bad++;
     put(k->wr, &res, sizeof res);
-    char bye[8];
-    get_str(k->rd, bye, sizeof bye, 15000);
-    cx_chan_ctx_destroy(ctx);
-    return 0;
+    return kid_bye(k, ctx);
 }
 
 CX_TEST(type_evolution_newer_source_older_sink_and_reflection)
@@ -642,15 +600,10 @@ CX_TEST(best_effort_full_queue_drops_the_oldest_and_counts_it)
     struct kid kid;
     CK(spawn(&kid, sink_child, &job) == 0);
     const struct cx_format *fb = reg(blob_d);
-    CK(cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &test_ctx) == 0);
     struct cx_chan *ch;
     struct cx_chan_source *s;
-    CK(cx_chan_create(test_ctx,
-                      &(struct cx_chan_opts){.format = fb, .mode = CX_CHAN_BEST_EFFORT,
-                                             .queue_limit = 16}, &ch) == 0);
-    CK(cx_chan_source(ch, fb, &s) == 0);
-    CK(put_str(kid.wr, cx_chan_id(ch)) == 0 && kid_ready(&kid));
-    CK(cx_chan_wait_members(ch, 1, 1, 5000) == 0);
+    CK(chan_for_kids(&kid, 1, fb, &(struct cx_chan_opts){.format = fb, .mode = CX_CHAN_BEST_EFFORT,
+                                                         .queue_limit = 16}, &ch, &s) == 0);
     uint8_t *buf = calloc(1, BLOB);
     CK(buf);
     for (long i = 1; i <= N; i++) { /* the sink is stalled: never blocks, drops instead */
@@ -685,15 +638,10 @@ CX_TEST(reliable_full_queue_pushes_back_on_the_source)
     struct kid kid;
     CK(spawn(&kid, sink_child, &job) == 0);
     const struct cx_format *fb = reg(blob_d);
-    CK(cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &test_ctx) == 0);
     struct cx_chan *ch;
     struct cx_chan_source *s;
-    CK(cx_chan_create(test_ctx,
-                      &(struct cx_chan_opts){.format = fb, .mode = CX_CHAN_RELIABLE,
-                                             .queue_limit = 16}, &ch) == 0);
-    CK(cx_chan_source(ch, fb, &s) == 0);
-    CK(put_str(kid.wr, cx_chan_id(ch)) == 0 && kid_ready(&kid));
-    CK(cx_chan_wait_members(ch, 1, 1, 5000) == 0);
+    CK(chan_for_kids(&kid, 1, fb, &(struct cx_chan_opts){.format = fb, .mode = CX_CHAN_RELIABLE,
+                                                         .queue_limit = 16}, &ch, &s) == 0);
     uint8_t *buf = calloc(1, BLOB);
     CK(buf);
     struct blob b;
@@ -864,23 +812,12 @@ CX_TEST(sink_killed_mid_stream_is_removed_and_sources_go_on)
     CK(spawn(&kids[0], sink_child, &dying) == 0);
     CK(spawn(&kids[1], sink_child, &alive) == 0);
     const struct cx_format *fb = reg(blob_d);
-    CK(cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &test_ctx) == 0);
     struct cx_chan *ch;
     struct cx_chan_source *s;
-    CK(cx_chan_create(test_ctx,
-                      &(struct cx_chan_opts){.format = fb, .mode = CX_CHAN_RELIABLE,
-                                             .queue_limit = 32}, &ch) == 0);
-    CK(cx_chan_source(ch, fb, &s) == 0);
-    for (int i = 0; i < 2; i++)
-        CK(put_str(kids[i].wr, cx_chan_id(ch)) == 0 && kid_ready(&kids[i]));
-    CK(cx_chan_wait_members(ch, 1, 2, 5000) == 0);
+    CK(chan_for_kids(kids, 2, fb, &(struct cx_chan_opts){.format = fb, .mode = CX_CHAN_RELIABLE,
+                                                         .queue_limit = 32}, &ch, &s) == 0);
     struct cx_chan_stats st;
-    for (int i = 0; i < 300; i++) { /* the source links to its sinks on the progress thread */
-        cx_chan_stats(ch, &st);
-        if (st.shm_sinks == 2)
-            break;
-        usleep(10000);
-    }
+    stats_until(ch, st, st.shm_sinks == 2, 3000); /* links are made on the progress thread */
     CK(st.shm_sinks == 2 && st.net_sinks == 0); /* the kill is noticed on an shm link */
     struct killer kl = {kids[0].pid, 500};
     pthread_t th;
@@ -901,12 +838,7 @@ CX_TEST(sink_killed_mid_stream_is_removed_and_sources_go_on)
     CK(rc == 0);
     long long ms = now_ms() - t0;
     CK(cx_chan_wait_members(ch, 1, 1, 0) == 0);
-    for (int i = 0; i < 300; i++) { /* the crash is seen when the link breaks */
-        cx_chan_stats(ch, &st);
-        if (st.sinks == 1)
-            break;
-        usleep(10000);
-    }
+    stats_until(ch, st, st.sinks == 1, 3000); /* the crash is seen when the link breaks */
     fprintf(stderr, "  killed sink: %ld events in %lld ms, longest submit %lld ms, "
                     "sinks %u, removed %u\n", N, ms, worst, st.sinks, st.removed);
     CK(st.sinks == 1 && st.removed == 1 && st.shm_sinks == 1);
@@ -935,20 +867,11 @@ CX_TEST(derived_filter_runs_at_the_source_and_saves_the_wire)
     CK(spawn(&kids[0], sink_child, &derived) == 0);
     CK(spawn(&kids[1], sink_child, &plain) == 0);
     const struct cx_format *f2 = reg(rd2_d);
-    CK(cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &test_ctx) == 0);
     struct cx_chan *ch;
     struct cx_chan_source *s;
-    CK(cx_chan_create(test_ctx, &(struct cx_chan_opts){.format = f2, .mode = CX_CHAN_RELIABLE},
-                      &ch) == 0);
-    CK(cx_chan_source(ch, f2, &s) == 0);
-    for (int i = 0; i < 2; i++)
-        CK(put_str(kids[i].wr, cx_chan_id(ch)) == 0 && kid_ready(&kids[i]));
-    CK(cx_chan_wait_members(ch, 1, 2, 5000) == 0);
-    for (long i = 1; i <= N; i++) {
-        struct rd2 e;
-        rd2_make(&e, i);
-        CK(cx_chan_submit_wait(s, &e, 5000) == 0);
-    }
+    CK(chan_for_kids(kids, 2, f2, &(struct cx_chan_opts){.format = f2, .mode = CX_CHAN_RELIABLE},
+                     &ch, &s) == 0);
+    CK(submit_rd2(s, 1, N, 5000) == 0);
     struct result res[2];
     for (int i = 0; i < 2; i++)
         CK(get(kids[i].rd, &res[i], sizeof res[i], 15000) == sizeof res[i]);
@@ -1044,7 +967,6 @@ static void on_narrow(void *arg, const struct cx_chan_event *ev)
 static int projection_sink_child(struct kid *k, void *arg)
 {
     long n = *(long *)arg;
-    char id[256];
     /* the narrow format exists only here: the source must ask this process for it */
     const struct cx_format *fn = reg(narrow_d);
     struct narrow_rec r = {.m = PTHREAD_MUTEX_INITIALIZER};
@@ -1052,27 +974,18 @@ static int projection_sink_child(struct kid *k, void *arg)
     struct cx_chan *ch;
     struct cx_chan_sink *snk;
     if (!fn || cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &ctx) < 0 ||
-        get_str(k->rd, id, sizeof id, 10000) < 0 || cx_chan_open(ctx, id, 5000, &ch) < 0 ||
+        kid_open(k, ctx, &ch) < 0 ||
         cx_chan_sink(ch, &(struct cx_chan_sink_opts){.format = fn, .projection = fn,
                                                      .filter = "id % 2 == 0"},
                      on_narrow, &r, &snk) < 0)
         KID_FAIL(3, "setup");
     put_str(k->wr, "ready");
-    long got = 0;
-    for (int i = 0; i < 1000 && got < n; i++) {
-        pthread_mutex_lock(&r.m);
-        got = r.n;
-        pthread_mutex_unlock(&r.m);
-        usleep(10000);
-    }
+    count_wait(&r.m, &r.n, n, 10000);
     pthread_mutex_lock(&r.m);
     struct result res = {r.n, r.bad, 0, 0, r.last};
     pthread_mutex_unlock(&r.m);
     put(k->wr, &res, sizeof res);
-    char bye[8];
-    get_str(k->rd, bye, sizeof bye, 15000);
-    cx_chan_ctx_destroy(ctx);
-    return 0;
+    return kid_bye(k, ctx);
 }
 
 CX_TEST(derived_filter_and_projection_at_the_source)
@@ -1081,13 +994,9 @@ CX_TEST(derived_filter_and_projection_at_the_source)
     struct kid kid;
     CK(spawn(&kid, projection_sink_child, &WANT) == 0);
     const struct cx_format *fw = reg(wide_d);
-    CK(cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &test_ctx) == 0);
     struct cx_chan *ch;
     struct cx_chan_source *s;
-    CK(cx_chan_create(test_ctx, &(struct cx_chan_opts){.mode = CX_CHAN_RELIABLE}, &ch) == 0);
-    CK(cx_chan_source(ch, fw, &s) == 0);
-    CK(put_str(kid.wr, cx_chan_id(ch)) == 0 && kid_ready(&kid));
-    CK(cx_chan_wait_members(ch, 1, 1, 5000) == 0);
+    CK(chan_for_kids(&kid, 1, fw, &(struct cx_chan_opts){.mode = CX_CHAN_RELIABLE}, &ch, &s) == 0);
     for (long i = 1; i <= N; i++) {
         struct wide e = {.id = i, .x = i * 0.5, .y = 1};
         memset(e.pad, 0xab, sizeof e.pad);
@@ -1134,35 +1043,18 @@ CX_TEST(sinks_join_and_leave_mid_stream)
              cx_chan_open(b, cx_chan_id(ch), 3000, &chb) == 0 &&
              cx_chan_sink(chb, &(struct cx_chan_sink_opts){.format = f2}, on_rec, &rb, &kb) == 0 &&
              cx_chan_wait_members(ch, 1, 1, 3000) == 0;
-    long i = 1;
-    for (; ok && i <= 1000; i++) { /* b alone */
-        struct rd2 e;
-        rd2_make(&e, i);
-        ok = cx_chan_submit_wait(s, &e, 3000) == 0;
-    }
+    ok = ok && submit_rd2(s, 1, 1000, 3000) == 0; /* b alone */
     ok = ok && rec_wait(&rb, 1000, 3000) == 1000 && cx_chan_open(c, cx_chan_id(ch), 3000, &chc) == 0 &&
          cx_chan_sink(chc, &(struct cx_chan_sink_opts){.format = f2}, on_rec, &rc, &kc) == 0 &&
          cx_chan_wait_members(ch, 1, 2, 3000) == 0;
-    for (; ok && i <= 2000; i++) { /* b and c */
-        struct rd2 e;
-        rd2_make(&e, i);
-        ok = cx_chan_submit_wait(s, &e, 3000) == 0;
-    }
+    ok = ok && submit_rd2(s, 1001, 2000, 3000) == 0; /* b and c */
     ok = ok && rec_wait(&rb, 2000, 3000) == 2000 && rec_wait(&rc, 1000, 3000) == 1000;
     if (ok)
         cx_chan_sink_close(kb); /* b leaves politely: the contact tells the source */
     struct cx_chan_stats st = {0};
-    for (int t = 0; ok && t < 300; t++) {
-        cx_chan_stats(ch, &st);
-        if (st.sinks == 1)
-            break;
-        usleep(1000);
-    }
-    for (; ok && i <= 3000; i++) { /* c alone */
-        struct rd2 e;
-        rd2_make(&e, i);
-        ok = cx_chan_submit_wait(s, &e, 3000) == 0;
-    }
+    if (ok)
+        stats_until(ch, st, st.sinks == 1, 1000);
+    ok = ok && submit_rd2(s, 2001, 3000, 3000) == 0; /* c alone */
     ok = ok && rec_wait(&rc, 2000, 3000) == 2000;
     struct result res_b, res_c;
     rec_result(&rb, &res_b);
@@ -1199,19 +1091,12 @@ static int ns_contact_child(struct kid *k, void *arg)
     put_str(k->wr, cx_chan_id(ch));
     if (cx_chan_wait_members(ch, 1, 1, 10000) < 0)
         KID_FAIL(4, "no sink");
-    for (long i = 1; i <= 5000; i++) {
-        struct rd2 e;
-        rd2_make(&e, i);
-        if (cx_chan_submit_wait(s, &e, 5000) < 0)
-            KID_FAIL(5, "submit");
-    }
+    if (submit_rd2(s, 1, 5000, 5000) < 0)
+        KID_FAIL(5, "submit");
     struct cx_chan_stats st;
     cx_chan_stats(ch, &st);
     put(k->wr, &st, sizeof st); /* the parent checks which link reached the other namespace */
-    char bye[8];
-    get_str(k->rd, bye, sizeof bye, 15000);
-    cx_chan_ctx_destroy(ctx);
-    return 0;
+    return kid_bye(k, ctx);
 }
 
 /* Two processes on this host: the link is shm, observable per peer and in the stats; a
@@ -1221,7 +1106,6 @@ static int addr_child(struct kid *k, void *arg)
 {
     (void)arg;
     struct cx_chan_ctx *ctx;
-    char id[256];
     struct rec r;
     rec_init(&r, REC_RD2);
     struct cx_chan *ch;
@@ -1229,7 +1113,7 @@ static int addr_child(struct kid *k, void *arg)
     if (cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &ctx) < 0)
         KID_FAIL(3, "ctx");
     put_str(k->wr, cx_chan_ctx_addr(ctx));
-    if (get_str(k->rd, id, sizeof id, 10000) < 0 || cx_chan_open(ctx, id, 5000, &ch) < 0 ||
+    if (kid_open(k, ctx, &ch) < 0 ||
         cx_chan_sink(ch, &(struct cx_chan_sink_opts){.format = reg(rd2_d)}, on_rec, &r, &snk) < 0)
         KID_FAIL(4, "open and sink");
     put_str(k->wr, "ready");
@@ -1237,10 +1121,7 @@ static int addr_child(struct kid *k, void *arg)
     struct result res;
     rec_result(&r, &res);
     put(k->wr, &res, sizeof res);
-    char bye[8];
-    get_str(k->rd, bye, sizeof bye, 15000);
-    cx_chan_ctx_destroy(ctx);
-    return 0;
+    return kid_bye(k, ctx);
 }
 
 CX_TEST(same_host_processes_use_shm_and_tcp_only_opts_out)
@@ -1267,11 +1148,7 @@ CX_TEST(same_host_processes_use_shm_and_tcp_only_opts_out)
              cx_chan_open(tcp_ctx, cx_chan_id(ch), 5000, &ch2) == 0 &&
              cx_chan_sink(ch2, &(struct cx_chan_sink_opts){.format = f2}, on_rec, &loc, &k2) == 0 &&
              cx_chan_wait_members(ch, 1, 2, 5000) == 0;
-    for (long i = 1; ok && i <= N; i++) {
-        struct rd2 e;
-        rd2_make(&e, i);
-        ok = cx_chan_submit_wait(s, &e, 5000) == 0;
-    }
+    ok = ok && submit_rd2(s, 1, N, 5000) == 0;
     struct result res = {0};
     ok = ok && get(kid.rd, &res, sizeof res, 15000) == sizeof res && rec_wait(&loc, N, 5000) == N;
     char kl[16] = "", tl[16] = "", none[16] = "";
@@ -1321,11 +1198,7 @@ CX_TEST(runtimes_listening_on_ucx_link_over_ucx)
              cx_chan_wait_members(ch, 1, 1, 5000) == 0;
     if (!ok)
         fprintf(stderr, "  set-up: %s\n", cx_errmsg());
-    for (long i = 1; ok && i <= N; i++) {
-        struct rd2 e;
-        rd2_make(&e, i);
-        ok = cx_chan_submit_wait(s, &e, 5000) == 0;
-    }
+    ok = ok && submit_rd2(s, 1, N, 5000) == 0;
     ok = ok && rec_wait(&got, N, 10000) == N;
     char link[16] = "";
     int rl = ok ? cx_chan_ctx_link(a, cx_chan_ctx_addr(b), link, sizeof link) : -1;

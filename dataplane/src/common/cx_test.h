@@ -77,10 +77,14 @@ extern int cx_test_count;
     } while (0)
 
 /* Runs every registered test, or only those whose name contains argv[1]. */
-#define CX_TEST_MAIN()                                                                     \
+#define CX_TEST_MAIN() CX_TEST_MAIN_AS(main)
+
+/* The same runner under another name, for a binary whose own main() calls it (the dpdk
+ * tests' binaries also run as helper processes: dpdk_test_util.h). */
+#define CX_TEST_MAIN_AS(runner)                                                            \
     struct cx_test_case cx_test_cases[CX_TEST_MAX];                                        \
     int cx_test_count;                                                                     \
-    int main(int argc, char **argv)                                                        \
+    int runner(int argc, char **argv)                                                      \
     {                                                                                      \
         int passed = 0, failed = 0, skipped = 0;                                           \
         for (int i = 0; i < cx_test_count; i++) {                                          \

@@ -24,17 +24,6 @@ static int space_once(void)
     return SP_up > 0 ? 0 : -1;
 }
 
-/* 0, or why not (stderr), for a child's exit code */
-static int link_is(int d, const char *want, const char *who)
-{
-    char got[PI_LINK_MAX] = "?";
-    if (pi_link(d, got, sizeof got) != 0 || strcmp(got, want) != 0) {
-        fprintf(stderr, "  %s: pi_link says '%s', want '%s' (%s)\n", who, got, want, cx_errmsg());
-        return -1;
-    }
-    return 0;
-}
-
 /* The reader process: listens as listen / env say, attaches, tells the parent, reads all. */
 static void reader_main(const char *pipe_name, const char *listen, const char *env, const char *scheme,
                         int ready_fd)
@@ -59,7 +48,7 @@ static void reader_main(const char *pipe_name, const char *listen, const char *e
     pi_reader_stats(r, &st);
     fprintf(stderr, "    reader (%s): %llu segments from the writer, %llu from the space\n", scheme,
             (unsigned long long)st.from_writer, (unsigned long long)st.from_space);
-    if (link_is(r, scheme, "reader") < 0)
+    if (pipe_link_is(r, scheme, "reader") < 0)
         _exit(5);
     pi_shutdown();
     _exit(0);
@@ -75,19 +64,11 @@ static void writer_main(const char *pipe_name, const char *scheme)
         fprintf(stderr, "  writer: open: %s\n", cx_errmsg());
         _exit(2);
     }
-    struct pi_writer_stats ws = {0};
-    for (int i = 0; i < 2000 && ws.direct == 0; i++) { /* up to 20 s: a loaded machine */
-        pi_writer_stats(w, &ws);
-        if (ws.direct == 0)
-            usleep(10000);
-    }
-    if (ws.direct != 1) {
-        fprintf(stderr, "  writer: no direct link to the reader (%llu)\n", (unsigned long long)ws.direct);
+    if (wait_direct_link(w, 20000, "writer") < 0) /* up to 20 s: a loaded machine */
         _exit(3);
-    }
     if (write_n(w, 0, N, 0) < 0)
         _exit(4);
-    if (link_is(w, scheme, "writer") < 0)
+    if (pipe_link_is(w, scheme, "writer") < 0)
         _exit(5);
     if (pi_close(w) != 0) {
         fprintf(stderr, "  writer: pi_close: %s\n", cx_errmsg());

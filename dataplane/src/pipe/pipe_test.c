@@ -203,13 +203,7 @@ CX_TEST(writer_that_stops_sends_what_its_full_sockets_held)
     int s = pi_space_open(sp.addr, NULL);
     int w = pi_create("burst", s, PI_CREATE);
     CX_CHECK(w >= 0);
-    struct pi_writer_stats ws = {0};
-    for (int i = 0; i < 200 && ws.direct == 0; i++) { /* the reader's direct link is up */
-        pi_writer_stats(w, &ws);
-        if (ws.direct == 0)
-            usleep(10000);
-    }
-    CX_CHECK_EQ_INT(ws.direct, 1);
+    CX_CHECK_EQ_INT(wait_direct_link(w, 2000, "burst writer"), 0); /* the reader's direct link is up */
     kill(rd, SIGSTOP);
     kill(sp.pid, SIGSTOP);
     uint8_t *b = calloc(1, BURST_SIZE);

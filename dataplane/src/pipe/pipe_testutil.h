@@ -1,6 +1,7 @@
 /* Helpers shared by the pipe tests (header only, not part of the library): a space server
  * in a child process (restartable on the same port), segments with checkable contents,
- * and the seed of the randomized fault tests. */
+ * the writer's direct link (which transport, waiting for it), and the seed of the
+ * randomized fault tests. */
 #ifndef PIPE_TESTUTIL_H
 #define PIPE_TESTUTIL_H
 
@@ -148,6 +149,36 @@ static inline long read_all(int r, uint64_t from, uint64_t to, int timeout_ms)
         }
         i++;
     }
+}
+
+/* ---- the writer's direct link to a reader ------------------------------------------ */
+
+/* 0 when pi_link says d's direct link is over want, else -1 (stderr says what it is). */
+static inline int pipe_link_is(int d, const char *want, const char *who)
+{
+    char got[PI_LINK_MAX] = "?";
+    if (pi_link(d, got, sizeof got) != 0 || strcmp(got, want) != 0) {
+        fprintf(stderr, "  %s: pi_link says '%s', want '%s' (%s)\n", who, got, want, cx_errmsg());
+        return -1;
+    }
+    return 0;
+}
+
+/* Waits up to timeout_ms for writer w's direct link to its reader: 0 once there is exactly
+ * one, else -1 (stderr says how many). */
+static inline int wait_direct_link(int w, int timeout_ms, const char *who)
+{
+    struct pi_writer_stats ws = {0};
+    for (int i = 0; i < timeout_ms / 10 && ws.direct == 0; i++) {
+        pi_writer_stats(w, &ws);
+        if (ws.direct == 0)
+            usleep(10000);
+    }
+    if (ws.direct != 1) {
+        fprintf(stderr, "  %s: no direct link to the reader (%llu)\n", who, (unsigned long long)ws.direct);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- randomized fault tests: one seed per test binary, printed so a failure can be

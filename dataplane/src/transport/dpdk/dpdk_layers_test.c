@@ -29,30 +29,16 @@
 
 #include <unistd.h>
 
-#define EAL_COMMON "--no-huge --no-pci -m 160"
 #define CHAN_N 3000
 #define BIG 9000 /* well above the memif MTU's 1424-byte payload: fragmented */
 #define PIPE_N 2000
 #define BYE 0xffffffffu /* the source's last event: it has checked its link, the sink may go */
 
-static char g_self[64], g_sock[128];
-static pid_t g_switch;
+static struct tu_switch g_switch;
 static char g_skip[512];
 static int g_gen; /* switches started: each test gets a fresh one */
 
-static void switch_down(void)
-{
-    tu_stop(&g_switch);
-    if (g_sock[0])
-        unlink(g_sock);
-    char p[96];
-    for (int i = 0; i < 2; i++) {
-        snprintf(p, sizeof p, "%s-%d", g_self, i);
-        tu_rm_runtime(p);
-    }
-    snprintf(p, sizeof p, "%s-sw", g_self);
-    tu_rm_runtime(p);
-}
+static void switch_down(void) { tu_switch_stop(&g_switch); }
 
 /* A fresh switch with two ports for the calling test (the previous test's stopped first: a
  * switch outliving its clients is not what a test should depend on); NULL, or why the
@@ -63,27 +49,15 @@ static const char *switch_ready(void)
         atexit(switch_down);
     else
         switch_down();
-    g_skip[0] = 0;
-    snprintf(g_self, sizeof g_self, "cxdpdkl-%d-%d", (int)getpid(), g_gen);
-    snprintf(g_sock, sizeof g_sock, "/tmp/%s.sock", g_self);
-    char prefix[96];
-    snprintf(prefix, sizeof prefix, "%s-sw", g_self);
-    char *argv[] = {"dpdk_layers_test", "--cx-role", "switch", g_sock, "2", prefix, NULL};
-    int out = -1;
-    g_switch = tu_spawn(NULL, NULL, argv, &out);
-    if (g_switch < 0 || tu_wait_line(out, "ready", 20000) < 0)
-        snprintf(g_skip, sizeof g_skip, "the memif switch process did not start (see its EAL "
-                                        "messages above)");
-    if (out >= 0)
-        close(out);
-    return g_skip[0] ? g_skip : NULL;
+    char self[64];
+    snprintf(self, sizeof self, "cxdpdkl-%d-%d", (int)getpid(), g_gen);
+    return tu_switch_start(&g_switch, self, "dpdk_layers_test", 2, g_skip, sizeof g_skip);
 }
 
 /* The environment of the process on switch port id. */
 static void port_env(int id, char args[512], char ip[64])
 {
-    snprintf(args, 512, "CONFLUX_DPDK_ARGS=" EAL_COMMON " --file-prefix=%s-%d "
-             "--vdev=net_memif0,role=client,id=%d,socket=%s,socket-abstract=no", g_self, id, id, g_sock);
+    tu_switch_port_args(&g_switch, id, args, 512);
     snprintf(ip, 64, "CONFLUX_DPDK_IP=10.76.0.%d", id + 1);
 }
 
@@ -278,16 +252,6 @@ static int role_chan_sink(const char *ev_id, const char *done_id)
 
 /* ---- the pipe roles ---- */
 
-static int pipe_link_is(int d, const char *who)
-{
-    char got[PI_LINK_MAX] = "?";
-    if (pi_link(d, got, sizeof got) != 0 || strcmp(got, "dpdk") != 0) {
-        fprintf(stderr, "  %s: pi_link says '%s', want dpdk (%s)\n", who, got, cx_errmsg());
-        return -1;
-    }
-    return 0;
-}
-
 static int role_pipe_reader(const char *space)
 {
     int s = pi_space_open(space, NULL); /* CONFLUX_PIPE_LISTEN=dpdk: the port's address */
@@ -303,7 +267,7 @@ static int role_pipe_reader(const char *space)
     fprintf(stderr, "  pipe-reader (%s): %d segments of 8..2007 bytes, %llu from the writer's "
             "dpdk link, %llu from the space\n", cx_dpdk_port_desc(), PIPE_N,
             (unsigned long long)st.from_writer, (unsigned long long)st.from_space);
-    int rc = pipe_link_is(r, "pipe-reader") < 0 || st.from_writer == 0 ? 1 : 0;
+    int rc = pipe_link_is(r, "dpdk", "pipe-reader") < 0 || st.from_writer == 0 ? 1 : 0;
     pi_shutdown();
     cx_dpdk_shutdown();
     return rc;
@@ -315,19 +279,11 @@ static int role_pipe_writer(const char *space)
     int w = s < 0 ? -1 : pi_create("dpdk-pipe", s, PI_CREATE);
     if (w < 0)
         FAIL("pipe-writer: open");
-    struct pi_writer_stats ws = {0};
-    for (int i = 0; i < 3000 && ws.direct == 0; i++) { /* up to 30 s: a loaded machine */
-        pi_writer_stats(w, &ws);
-        if (ws.direct == 0)
-            usleep(10000);
-    }
-    if (ws.direct != 1) {
-        fprintf(stderr, "  pipe-writer: no direct link to the reader (%llu)\n", (unsigned long long)ws.direct);
+    if (wait_direct_link(w, 30000, "pipe-writer") < 0) /* up to 30 s: a loaded machine */
         return 1;
-    }
     if (write_n(w, 0, PIPE_N, 0) < 0)
         return 1;
-    int rc = pipe_link_is(w, "pipe-writer") < 0 ? 1 : 0;
+    int rc = pipe_link_is(w, "dpdk", "pipe-writer") < 0 ? 1 : 0;
     if (pi_close(w) != 0)
         FAIL("pipe-writer: pi_close");
     pi_shutdown();
@@ -421,20 +377,9 @@ CX_TEST(pipe_direct_link_over_dpdk_memif)
 
 #else /* no DPDK: the tests skip with the reason */
 
-#define NO_DPDK "DPDK not built in (pkg-config libdpdk not found: install libdpdk-dev)"
-CX_TEST(channel_over_dpdk_memif_in_order_with_fragments) { CX_SKIP(NO_DPDK); }
-CX_TEST(pipe_direct_link_over_dpdk_memif) { CX_SKIP(NO_DPDK); }
-static int run_role(int argc, char **argv) { (void)argc, (void)argv; return 2; }
+CX_TEST(channel_over_dpdk_memif_in_order_with_fragments) { CX_SKIP(TU_NO_DPDK); }
+CX_TEST(pipe_direct_link_over_dpdk_memif) { CX_SKIP(TU_NO_DPDK); }
 
 #endif
 
-#define main cx_dpdk_layers_test_main
-CX_TEST_MAIN()
-#undef main
-
-int main(int argc, char **argv)
-{
-    if (argc > 2 && !strcmp(argv[1], "--cx-role"))
-        return run_role(argc, argv);
-    return cx_dpdk_layers_test_main(argc, argv);
-}
+TU_TEST_MAIN_WITH_ROLES(run_role)

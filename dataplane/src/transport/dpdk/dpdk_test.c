@@ -143,33 +143,14 @@ __attribute__((constructor)) static void stack_ops_init(void)
 #define MEMIF_IP "10.77.0.1"
 #define PEER_IP "10.77.0.2"
 #define STREAMER_IP "10.77.0.3"
-#define EAL_COMMON "--no-huge --no-pci -m 160"
-
-static char g_self[64];          /* "cxdpdk-<pid>": prefix of every name this test makes */
-static char g_sock[128];
-static pid_t g_switch;
+static struct tu_switch g_switch; /* names under "cxdpdk-<pid>" */
 static char g_skip[512];         /* why the memif tests cannot run here, once known */
 static int g_ready;
-
-static void memif_args(char *out, size_t cap, int id)
-{
-    snprintf(out, cap, "CONFLUX_DPDK_ARGS=" EAL_COMMON " --file-prefix=%s-%d "
-             "--vdev=net_memif0,role=client,id=%d,socket=%s,socket-abstract=no",
-             g_self, id, id, g_sock);
-}
 
 static void cleanup_memif(void)
 {
     cx_dpdk_shutdown();
-    tu_stop(&g_switch);
-    unlink(g_sock);
-    char p[96];
-    for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "%s-%d", g_self, i);
-        tu_rm_runtime(p);
-    }
-    snprintf(p, sizeof p, "%s-sw", g_self);
-    tu_rm_runtime(p);
+    tu_switch_stop(&g_switch);
 }
 
 static const char *memif_ready(void)
@@ -177,31 +158,20 @@ static const char *memif_ready(void)
     if (g_ready)
         return g_skip[0] ? g_skip : NULL;
     g_ready = 1;
-    snprintf(g_self, sizeof g_self, "cxdpdk-%d", (int)getpid());
-    snprintf(g_sock, sizeof g_sock, "/tmp/%s.sock", g_self);
+    char self[64];
+    snprintf(self, sizeof self, "cxdpdk-%d", (int)getpid());
     atexit(cleanup_memif);
-    char prefix[96];
-    snprintf(prefix, sizeof prefix, "%s-sw", g_self);
-    char *argv[] = {"dpdk_test", "--cx-role", "switch", g_sock, "3", prefix, NULL};
-    int out = -1;
-    g_switch = tu_spawn(NULL, NULL, argv, &out);
-    if (g_switch < 0 || tu_wait_line(out, "ready", 20000) < 0) {
-        snprintf(g_skip, sizeof g_skip, "the memif switch process did not start (see its EAL "
-                                        "messages above)");
-        if (out >= 0)
-            close(out);
+    if (tu_switch_start(&g_switch, self, "dpdk_test", 3, g_skip, sizeof g_skip))
         return g_skip;
-    }
-    close(out);
     char args[512];
-    memif_args(args, sizeof args, 0);
+    tu_switch_port_args(&g_switch, 0, args, sizeof args);
     struct cx_dpdk_config c = {.eal_args = args + strlen("CONFLUX_DPDK_ARGS="), .ip = MEMIF_IP};
     if (cx_dpdk_setup(&c) < 0) {
         snprintf(g_skip, sizeof g_skip, "DPDK would not start here: %s", cx_errmsg());
         return g_skip;
     }
     fprintf(stderr, "  memif port %s %s, switch pid %d on %s\n", cx_dpdk_port_desc(), MEMIF_IP,
-            (int)g_switch, g_sock);
+            (int)g_switch.pid, g_switch.sock);
     return NULL;
 }
 
@@ -211,7 +181,7 @@ static void memif_addr(char *buf, size_t cap) { snprintf(buf, cap, "dpdk://" MEM
 static pid_t spawn_streamer(const char *addr)
 {
     static char args[512], ip[64] = "CONFLUX_DPDK_IP=" STREAMER_IP, a[128];
-    memif_args(args, sizeof args, 1);
+    tu_switch_port_args(&g_switch, 1, args, sizeof args);
     snprintf(a, sizeof a, "%s", addr);
     char *env[] = {args, ip, NULL};
     char *argv[] = {"dpdk_test", "--cx-role", "streamer", a, NULL};
@@ -363,7 +333,7 @@ CX_TEST(dpdk_memif_two_processes_session)
         struct cx_listener *l;
         CX_CONF_CHECK_RC(cx_dpdk_ops.listen("dpdk://" MEMIF_IP ":7200", &l));
         static char args[512], ip[64] = "CONFLUX_DPDK_IP=" PEER_IP;
-        memif_args(args, sizeof args, 2);
+        tu_switch_port_args(&g_switch, 2, args, sizeof args);
         char *env[] = {args, ip, NULL};
         char *argv[] = {"dpdk_test", "--cx-role", "peer", "connect", "dpdk://" MEMIF_IP ":7200", NULL};
         pid_t pid = tu_spawn(NULL, env, argv, NULL);
@@ -423,8 +393,8 @@ static int run_pair_in_namespaces(const char *pmd, const char *extra, char *why,
     char vda[128], vdb[128];
     snprintf(vda, sizeof vda, "%s0,iface=%s%s", pmd, va, extra);
     snprintf(vdb, sizeof vdb, "%s0,iface=%s%s", pmd, vb, extra);
-    snprintf(ea, sizeof ea, "CONFLUX_DPDK_ARGS=" EAL_COMMON " --file-prefix=%s --vdev=%s", na, vda);
-    snprintf(eb, sizeof eb, "CONFLUX_DPDK_ARGS=" EAL_COMMON " --file-prefix=%s --vdev=%s", nb, vdb);
+    snprintf(ea, sizeof ea, "CONFLUX_DPDK_ARGS=" TU_EAL_COMMON " --file-prefix=%s --vdev=%s", na, vda);
+    snprintf(eb, sizeof eb, "CONFLUX_DPDK_ARGS=" TU_EAL_COMMON " --file-prefix=%s --vdev=%s", nb, vdb);
     /* These tests check the data path across a real veth, not peer-death detection (the
      * memif tests do that with the 3 s default): on a loaded machine a peer setting up its
      * XDP program can be silent for longer, so allow it 20 s. */
@@ -562,32 +532,21 @@ static int run_role(int argc, char **argv)
 
 #else /* no DPDK: every DPDK test skips with the reason */
 
-#define NO_DPDK "DPDK not built in (pkg-config libdpdk not found: install libdpdk-dev)"
 static int nothing(const char *a, struct cx_link **o) { (void)a, (void)o; return -ENOSYS; }
 static int nolisten(const char *a, struct cx_listener **o) { (void)a, (void)o; return -ENOSYS; }
 static const char *noaddr(struct cx_listener *l) { (void)l; return ""; }
 static void noclose(struct cx_listener *l) { (void)l; }
 static const struct cx_driver_ops absent = {.name = "dpdk", .connect = nothing, .listen = nolisten,
                                             .listener_addr = noaddr, .listener_close = noclose};
-static const char *no_dpdk(void) { return NO_DPDK; }
+static const char *no_dpdk(void) { return TU_NO_DPDK; }
 static void memif_addr(char *buf, size_t cap) { snprintf(buf, cap, "dpdk://10.77.0.1:0"); }
 CX_DECLARE_TRANSPORT_TESTS(dpdk_memif, &absent, memif_addr, no_dpdk)
-CX_TEST(dpdk_af_packet_veth_between_namespaces) { CX_SKIP(NO_DPDK); }
-CX_TEST(dpdk_af_xdp_veth_between_namespaces) { CX_SKIP(NO_DPDK); }
-static int run_role(int argc, char **argv) { (void)argc, (void)argv; return 2; }
+CX_TEST(dpdk_af_packet_veth_between_namespaces) { CX_SKIP(TU_NO_DPDK); }
+CX_TEST(dpdk_af_xdp_veth_between_namespaces) { CX_SKIP(TU_NO_DPDK); }
 
 #endif
 
-#define main cx_dpdk_test_main
-CX_TEST_MAIN()
-#undef main
-
-int main(int argc, char **argv)
-{
-    if (argc > 2 && !strcmp(argv[1], "--cx-role"))
-        return run_role(argc, argv);
-    return cx_dpdk_test_main(argc, argv);
-}
+TU_TEST_MAIN_WITH_ROLES(run_role)
 
 /* Under AddressSanitizer: libxdp (below DPDK's af_xdp PMD) does not free one 80-byte umem
  * descriptor when the port is closed; only that allocation site is suppressed. */

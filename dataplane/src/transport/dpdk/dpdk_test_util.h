@@ -1,7 +1,8 @@
 /* Helpers of the dpdk tests: starting this test binary again in another role (the EAL
  * cannot be forked, so every extra DPDK process is a fresh exec, optionally inside a network
- * namespace), network namespaces with a veth pair, and the two-process session (ordered
- * exchange and 64 MiB each way) both ends of a cross-process test run. */
+ * namespace), the memif switch process and its ports' EAL arguments, main() with roles,
+ * network namespaces with a veth pair, and the two-process session (ordered exchange and
+ * 64 MiB each way) both ends of a cross-process test run. */
 #ifndef DPDK_TEST_UTIL_H
 #define DPDK_TEST_UTIL_H
 
@@ -212,6 +213,87 @@ static inline int tu_sh(const char *fmt, ...)
     int st = system(full);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
+
+/* ---- the memif switch process (dpdk_test_switch.h) and the processes on its ports ---- */
+
+#define TU_EAL_COMMON "--no-huge --no-pci -m 160" /* no hugepages, no hardware */
+
+struct tu_switch {
+    char self[64];  /* prefix of every name the test makes (socket, EAL file prefixes) */
+    char sock[128]; /* the memif socket, /tmp/<self>.sock */
+    int nports;
+    pid_t pid;
+};
+
+/* Starts this binary as `argv0 --cx-role switch` with nports memif ports, its names under
+ * self (EAL file prefix <self>-sw). NULL, or why the memif tests cannot run here (in why). */
+static inline const char *tu_switch_start(struct tu_switch *s, const char *self, const char *argv0,
+                                          int nports, char *why, size_t cap)
+{
+    snprintf(s->self, sizeof s->self, "%s", self);
+    snprintf(s->sock, sizeof s->sock, "/tmp/%s.sock", self);
+    s->nports = nports;
+    char prefix[96], n[16];
+    snprintf(prefix, sizeof prefix, "%s-sw", self);
+    snprintf(n, sizeof n, "%d", nports);
+    char *argv[] = {(char *)argv0, "--cx-role", "switch", s->sock, n, prefix, NULL};
+    int out = -1;
+    s->pid = tu_spawn(NULL, NULL, argv, &out);
+    int up = s->pid > 0 && tu_wait_line(out, "ready", 20000) == 0;
+    if (out >= 0)
+        close(out);
+    if (up)
+        return NULL;
+    snprintf(why, cap, "the memif switch process did not start (see its EAL messages above)");
+    return why;
+}
+
+/* Stops the switch; removes its socket and the EAL runtime directories of the switch and of
+ * the processes on its ports (a killed process leaves them). */
+static inline void tu_switch_stop(struct tu_switch *s)
+{
+    tu_stop(&s->pid);
+    if (s->sock[0])
+        unlink(s->sock);
+    char p[96];
+    for (int i = 0; i < s->nports; i++) {
+        snprintf(p, sizeof p, "%s-%d", s->self, i);
+        tu_rm_runtime(p);
+    }
+    snprintf(p, sizeof p, "%s-sw", s->self);
+    tu_rm_runtime(p);
+}
+
+/* The CONFLUX_DPDK_ARGS entry of the process on port id: memif client id, its own EAL
+ * file prefix <self>-<id>. */
+static inline void tu_switch_port_args(const struct tu_switch *s, int id, char *out, size_t cap)
+{
+    snprintf(out, cap, "CONFLUX_DPDK_ARGS=" TU_EAL_COMMON " --file-prefix=%s-%d "
+             "--vdev=net_memif0,role=client,id=%d,socket=%s,socket-abstract=no", s->self, id, id,
+             s->sock);
+}
+
+/* ---- main(): the tests, or this binary exec'd again in a role ---- */
+
+#define TU_NO_DPDK "DPDK not built in (pkg-config libdpdk not found: install libdpdk-dev)"
+
+#ifdef CX_HAVE_DPDK
+#define TU_RUN_ROLE(run_role, argc, argv) run_role(argc, argv)
+#else
+#define TU_RUN_ROLE(run_role, argc, argv) ((void)(argc), (void)(argv), 2) /* no roles */
+#endif
+
+/* `<binary> --cx-role <role> ...` runs run_role(argc, argv) (its exit status: the role's);
+ * anything else runs the tests (cx_test.h). */
+#define TU_TEST_MAIN_WITH_ROLES(run_role)                                                  \
+    int tu_tests_main(int argc, char **argv);                                              \
+    CX_TEST_MAIN_AS(tu_tests_main)                                                         \
+    int main(int argc, char **argv)                                                        \
+    {                                                                                      \
+        if (argc > 2 && !strcmp(argv[1], "--cx-role"))                                     \
+            return TU_RUN_ROLE(run_role, argc, argv);                                      \
+        return tu_tests_main(argc, argv);                                                  \
+    }
 
 /* ---- the dpdk link with the stack the builder puts on a datagram link ---- */
 
