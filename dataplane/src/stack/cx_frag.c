@@ -137,13 +137,15 @@ static void frag_caps(struct cx_link *k, struct cx_driver_caps *c)
     cx_link_caps(((struct frag *)k)->lower, c);
     c->max_msg = CX_FRAME_MAX_MSG;
 }
-static void frag_close(struct cx_link *k)
+struct cx_link *cx_frag_release(struct cx_link *k)
 {
     struct frag *f = (struct frag *)k;
-    cx_link_close(f->lower);
+    struct cx_link *lower = f->lower;
     free(f->asm_buf);
     free(f);
+    return lower;
 }
+static void frag_close(struct cx_link *k) { cx_link_close(cx_frag_release(k)); }
 
 const struct cx_driver_ops cx_frag_ops = {
     .name = "frag", .send = frag_send, .pending = frag_pending, .progress = frag_progress,

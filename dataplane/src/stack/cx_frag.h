@@ -12,10 +12,14 @@
 
 #include "transport/cx_driver.h"
 
-/* Builds a fragmentation filter over lower (owned). frag_size 0 = lower's max_msg. */
+/* Builds a fragmentation filter over lower (owned on success). frag_size 0 = lower's
+ * max_msg. */
 int cx_frag_create(struct cx_link *lower, size_t frag_size, struct cx_link **out);
 /* The link under the filter. */
 struct cx_link *cx_frag_lower(struct cx_link *frag);
+/* Frees the filter without closing its lower link, which it returns to the caller (a
+ * builder undoing a half-built stack). */
+struct cx_link *cx_frag_release(struct cx_link *frag);
 
 extern const struct cx_driver_ops cx_frag_ops;
 

@@ -3,6 +3,7 @@
 
 #include "common/cx_error.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -28,6 +29,11 @@ int cx_multi_create(struct cx_link **links, int n, struct cx_link **out)
     m->base.ops = &cx_multi_ops;
     m->n = n;
     m->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (m->epfd < 0) {
+        int e = errno;
+        free(m);
+        return cx_err_set(e, "multi: epoll_create1: %s", strerror(e));
+    }
     for (int i = 0; i < n; i++) {
         m->links[i] = links[i];
         int fd = cx_link_fd(links[i]);
@@ -144,12 +150,17 @@ static void multi_caps(struct cx_link *k, struct cx_driver_caps *c)
     else
         memset(c, 0, sizeof *c);
 }
+void cx_multi_release(struct cx_link *k)
+{
+    struct multi *m = (struct multi *)k;
+    close(m->epfd);
+    free(m);
+}
 static void multi_close(struct cx_link *k)
 {
     struct multi *m = (struct multi *)k;
     for (int i = 0; i < m->n; i++) cx_link_close(m->links[i]);
-    close(m->epfd);
-    free(m);
+    cx_multi_release(k);
 }
 
 const struct cx_driver_ops cx_multi_ops = {

@@ -6,6 +6,10 @@
  * on_switch, which the stack builder wires to cx_rel_retransmit_all on the reliability
  * filter above, so everything not yet acknowledged is sent again over the new link and the
  * receiver's reliability filter drops what it already had: nothing is lost or duplicated.
+ * That rel is also the reliability of a datagram member (udp, dpdk): it runs its
+ * retransmission timers while the active link is one (it reads this filter's caps, the
+ * active link's, on every progress), and the builder puts fragmentation above it, cut to
+ * the smallest max_msg among the links, so every frame fits whichever link carries it.
  *
  *     multi = cx_multi_create({shm, tcp}, 2)  ->  rel = cx_rel_create(multi)  (cx_stack.h)
  */
@@ -16,8 +20,12 @@
 
 #define CX_MULTI_MAX 4
 
-/* Builds the filter over links[0..n) (owned), best first. 0, -EINVAL, -ENOMEM. */
+/* Builds the filter over links[0..n) (owned on success), best first. 0, -EINVAL, -ENOMEM,
+ * or epoll_create1's error (-EMFILE); on failure the links stay the caller's. */
 int cx_multi_create(struct cx_link **links, int n, struct cx_link **out);
+/* Frees the filter without closing its links, which go back to the caller (a builder
+ * undoing a half-built stack). */
+void cx_multi_release(struct cx_link *multi);
 /* Called after each switch with the index of the new active link. */
 void cx_multi_on_switch(struct cx_link *multi, void (*fn)(void *arg, int active), void *arg);
 /* Index of the link sends go to now; -1 when all failed. */

@@ -392,14 +392,16 @@ static void rel_caps(struct cx_link *k, struct cx_driver_caps *c)
     cx_link_caps(((struct rel *)k)->lower, c);
     c->flags = (c->flags & ~(uint32_t)CX_CAP_DATAGRAM) | CX_CAP_RELIABLE | CX_CAP_ORDERED;
 }
-static void rel_close(struct cx_link *k)
+struct cx_link *cx_rel_release(struct cx_link *k)
 {
     struct rel *r = (struct rel *)k;
-    cx_link_close(r->lower);
+    struct cx_link *lower = r->lower;
     for (size_t i = 0; i < r->on; i++) free(out_at(r, i)->data);
     for (unsigned i = 0; i < r->window; i++) free(r->in[i].data);
     free(r->out), free(r->in), free(r);
+    return lower;
 }
+static void rel_close(struct cx_link *k) { cx_link_close(cx_rel_release(k)); }
 
 const struct cx_driver_ops cx_rel_ops = {
     .name = "rel", .send = rel_send, .pending = rel_pending, .progress = rel_progress,

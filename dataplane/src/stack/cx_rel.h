@@ -53,7 +53,7 @@ struct cx_rel_strategy {
 extern const struct cx_rel_strategy cx_rel_fixed; /* window = max_window always */
 extern const struct cx_rel_strategy cx_rel_aimd;  /* additive increase, multiplicative decrease */
 
-/* Builds a reliability filter over lower (owned). window 0 = 1024 messages (the most in
+/* Builds a reliability filter over lower (owned on success). window 0 = 1024 messages (the most in
  * flight and the receive window). cx_rel_create uses cx_rel_fixed. */
 int cx_rel_create(struct cx_link *lower, unsigned window, struct cx_link **out);
 int cx_rel_create_with(struct cx_link *lower, unsigned window, const struct cx_rel_strategy *strategy,
@@ -68,6 +68,9 @@ size_t cx_rel_unacked(struct cx_link *rel);
 void cx_rel_stats(struct cx_link *rel, struct cx_rel_stats *out);
 /* The link under the filter. */
 struct cx_link *cx_rel_lower(struct cx_link *rel);
+/* Frees the filter (and what it kept) without closing its lower link, which it returns to
+ * the caller (a builder undoing a half-built stack). */
+struct cx_link *cx_rel_release(struct cx_link *rel);
 
 extern const struct cx_driver_ops cx_rel_ops;
 

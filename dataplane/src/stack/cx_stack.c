@@ -78,59 +78,90 @@ int cx_stack_plan(const struct cx_stack_adv *local, const struct cx_stack_adv *r
     return n;
 }
 
-/* Per-link wrapping from its caps: seq -> frag -> rel -> a datagram link (rel numbers its
- * frames in the header's seq, so the caller's rides above it, in the payload, and above
- * frag, which slices it with the rest). */
-static int wrap_one(struct cx_link *k, int rel_needed, struct cx_link **out)
-{
-    struct cx_driver_caps c;
-    cx_link_caps(k, &c);
-    int rc, rel = rel_needed && (c.flags & CX_CAP_DATAGRAM);
-    if (rel && (rc = cx_rel_create(k, 0, &k)) < 0)
-        return rc;
-    if (c.max_msg && c.max_msg < CX_FRAME_MAX_MSG) {
-        if ((rc = cx_frag_create(k, 0, &k)) < 0)
-            return rc;
-    }
-    if (rel && (rc = cx_seq_create(k, &k)) < 0)
-        return rc;
-    *out = k;
-    return 0;
-}
-
 static void on_switch(void *arg, int active)
 {
     (void)active;
     cx_rel_retransmit_all(arg);
 }
 
+/* Frees the filters of a half-built stack, top down, stopping at the caller's links (one of
+ * them may itself be a filter the caller built): they are closed by no one here. */
+static void unbuild(struct cx_link *k, struct cx_link *const *links, int n)
+{
+    while (k) {
+        for (int i = 0; i < n; i++)
+            if (k == links[i])
+                return;
+        if (k->ops == &cx_frag_ops) {
+            k = cx_frag_release(k);
+        } else if (k->ops == &cx_rel_ops) {
+            k = cx_rel_release(k);
+        } else {
+            cx_multi_release(k); /* the only other filter built here, always the lowest */
+            return;
+        }
+    }
+}
+
+/* The layering. One link: seq -> frag -> rel -> a datagram link (rel numbers its frames in
+ * the header's seq, so the caller's rides above it, in the payload, and above frag, which
+ * slices it with the rest); frag alone over a reliable link with a small max_msg; nothing
+ * over a reliable one.
+ *
+ * Several links: seq -> (frag ->) rel -> multi -> the links as they are. The one rel is what
+ * makes a failover lose and repeat nothing: it numbers every frame end to end, keeps each
+ * until the peer's rel acknowledges it, and on a switch resends the unacknowledged over
+ * the new link, the receiving rel dropping what it already had. It is also the reliability
+ * a datagram member needs: it looks at the active link's caps on every progress, so it runs
+ * retransmission timers while sends go over a datagram link (loss, duplicates, reordering
+ * handled as on a single one) and none over a reliable one. Fragmentation goes above it,
+ * cut to the smallest max_msg among the links: rel then carries, acknowledges and resends
+ * whole fragments, each fitting whichever link carries it, before or after a switch (a
+ * fragment cut for the old link resent over a smaller one would not fit), and frag gets
+ * them exactly once and in order, which reassembly needs. The other way round, frag on
+ * each datagram link with nothing under it, fails the link at the first lost fragment
+ * (fragments out of order); a rel under each datagram member's frag would not do either:
+ * it would take over seq, ack and the ACK frames the rel above needs end to end. The cost:
+ * with a small-MTU link in the set, large messages go in fragments on every link. */
 int cx_stack_assemble(struct cx_link **links, int n, struct cx_link **out)
 {
     if (n < 1 || n > CX_MULTI_MAX)
         return cx_err_set(EINVAL, "stack: %d links (1..%d)", n, CX_MULTI_MAX);
-    struct cx_link *w[CX_MULTI_MAX];
-    int rc;
-    for (int i = 0; i < n; i++)
-        if ((rc = wrap_one(links[i], n == 1, &w[i])) < 0)
-            return cx_err_wrap(rc, "stack: link %d (%s)", i, links[i]->ops->name);
-    if (n == 1) {
-        *out = w[0];
-        return 0;
+    struct cx_link *in[CX_MULTI_MAX]; /* a copy: out may alias links[0] */
+    size_t smallest = CX_FRAME_MAX_MSG;
+    int datagram = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(in[i] = links[i]))
+            return cx_err_set(EINVAL, "stack: link %d is NULL", i);
+        for (int j = 0; j < i; j++)
+            if (in[j] == in[i])
+                return cx_err_set(EINVAL, "stack: link %d given twice (%d)", i, j);
+        struct cx_driver_caps c;
+        cx_link_caps(in[i], &c);
+        datagram |= (c.flags & CX_CAP_DATAGRAM) != 0;
+        if (c.max_msg && c.max_msg < smallest)
+            smallest = c.max_msg;
     }
-    struct cx_link *multi, *rel, *seq;
-    if ((rc = cx_multi_create(w, n, &multi)) < 0)
-        return rc;
-    if ((rc = cx_rel_create(multi, 0, &rel)) < 0) {
-        cx_link_close(multi);
-        return rc;
-    }
-    if ((rc = cx_seq_create(rel, &seq)) < 0) {
-        cx_link_close(rel);
-        return rc;
-    }
-    cx_multi_on_switch(multi, on_switch, rel);
-    *out = seq;
+    int want_rel = n > 1 || datagram, rc = 0;
+    struct cx_link *k = n == 1 ? in[0] : NULL, *multi = NULL, *rel = NULL;
+    if (n > 1 && (rc = cx_multi_create(in, n, &multi)) < 0)
+        goto fail;
+    k = multi ? multi : k;
+    if (want_rel && (rc = cx_rel_create(k, 0, &rel)) < 0)
+        goto fail;
+    k = rel ? rel : k;
+    if (smallest < CX_FRAME_MAX_MSG && (rc = cx_frag_create(k, smallest, &k)) < 0)
+        goto fail;
+    if (want_rel && (rc = cx_seq_create(k, &k)) < 0)
+        goto fail;
+    if (multi)
+        cx_multi_on_switch(multi, on_switch, rel);
+    *out = k;
     return 0;
+fail: /* k: the top of what was built (or a caller's link); the links stay the caller's */
+    unbuild(k, in, n);
+    return cx_err_wrap(rc, "stack: over %d link(s) (%s%s)", n, in[0]->ops->name,
+                       n > 1 ? ", ..." : "");
 }
 
 struct cx_link *cx_stack_rel(struct cx_link *stack)
