@@ -81,8 +81,14 @@ static int sink_convert(struct cx_chan_sink *k, struct cx_chan_event *ev, void *
     } else if (k->fmt) {
         size_t need = 0;
         void *out;
-        /* decode first: in place (layouts agree) or into the scratch it already has; only
-         * a scratch too small costs the second pass that sizes it */
+        if (!k->scratch) { /* room for the fixed part: cx_decode then leaves the ring alone */
+            size_t fs = (cx_format_size(k->fmt) + 7) & ~(size_t)7;
+            if ((k->scratch = malloc(fs)))
+                k->scap = fs;
+        }
+        /* decode first: into the scratch it already has (the fixed part of an event in the
+         * sink's own format, its arrays left in place) or in place; only a scratch too
+         * small costs the second pass that sizes it */
         int rc = cx_decode(k->fmt, token, wire, len, k->scratch, k->scap, &out);
         if (rc == -ENOBUFS && (rc = cx_decode_need(k->fmt, token, wire, len, &need)) == 0) {
             free(k->scratch);

@@ -99,6 +99,23 @@ CX_TEST(homogeneous_every_type_in_place)
     CX_CHECK((uint8_t *)ev > wire && (uint8_t *)ev < wire + n); /* delivered in place */
     CX_CHECK((uint8_t *)b->vals > wire && (uint8_t *)b->vals < wire + n);
     CX_CHECK(check_all(b));
+    /* with room in out for the fixed part: that part goes there, the arrays stay in the
+     * buffer, and the buffer is only read (a shared-memory ring stays the sender's) */
+    n = cx_enc_gather(&e, wire, sizeof wire);
+    static _Alignas(8) uint8_t before[sizeof wire];
+    memcpy(before, wire, (size_t)n);
+    _Alignas(8) uint8_t out[sizeof(struct all)];
+    CX_CHECK(sizeof(struct all) <= 256);
+    CX_CHECK_EQ_INT(cx_decode(rf, e.token, wire, (size_t)n, out, sizeof out, &ev), 0);
+    b = ev;
+    CX_CHECK(ev == (void *)out);
+    CX_CHECK((uint8_t *)b->vals > wire && (uint8_t *)b->vals < wire + n);
+    CX_CHECK((uint8_t *)b->label > wire && (uint8_t *)b->label < wire + n);
+    CX_CHECK(check_all(b));
+    CX_CHECK(memcmp(before, wire, (size_t)n) == 0);
+    /* too small an out: in place, as without one */
+    CX_CHECK_EQ_INT(cx_decode(rf, e.token, wire, (size_t)n, out, sizeof out - 8, &ev), 0);
+    CX_CHECK((uint8_t *)ev > wire && (uint8_t *)ev < wire + n && check_all(ev));
 }
 
 CX_TEST(homogeneous_unaligned_buffer_copies)

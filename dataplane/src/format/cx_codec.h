@@ -60,7 +60,9 @@ int cx_decode_need(const struct cx_format *local, uint64_t wire_token, const voi
  * through its hook when unknown). On success *event points to a struct laid out as local:
  * either inside buf (in place: only the pointer fields of buf are rewritten, nothing is
  * copied) or at out (8-aligned, out_cap bytes; strings and unconverted arrays may still
- * point into buf). The event is valid while buf and out live.
+ * point into buf). An event already in `local` whose fixed part is at most 256 bytes goes
+ * to out when out_cap holds that part (cx_format_size), buf untouched; without out it is
+ * decoded in place. The event is valid while buf and out live.
  * Returns 0, or a negative errno with cx_errmsg() set: -ENOENT unknown token; -EPROTO a
  * malformed or truncated event, a slot out of bounds, a lying length, an array count past
  * its data, a string without its NUL, a count that does not fit the receiver's length

@@ -119,14 +119,23 @@ int cx_decode_need(const struct cx_format *local, uint64_t wire_token, const voi
  * ends share a format. The plan is the identity, so the event is used where it lies:
  * checked as always, then its variable parts pointed into the buffer. Their length fields
  * are the ones the counts were read from, already in place: nothing else to write. */
+#define CX__COPY_FIXED_MAX 256u
 static int decode_same(const struct cx_format *f, const struct cx__plan *plan, void *buf,
-                       size_t len, void **event)
+                       size_t len, void *out, size_t out_cap, void **event)
 {
     const uint8_t *fixed;
     int rc = cx__event_check(f, buf, len, &fixed);
     if (rc < 0)
         return cx_err_wrap(rc, "event of format '%s'", f->structs[0].name);
     uint8_t *dst = (uint8_t *)fixed;
+    /* A small fixed part goes to out, the pointers patched there: buf is often a link's
+     * receive buffer in shared memory, and a write into it takes the sender's cache line
+     * away from it (bench/channel: 100-byte events 0.30 -> 0.27 us one way). */
+    if (out && plan->lsize <= CX__COPY_FIXED_MAX && out_cap >= plan->lsize &&
+        !((uintptr_t)out & 7)) {
+        memcpy(out, fixed, plan->lsize);
+        dst = out;
+    }
     for (uint32_t i = 0; i < plan->nvops; i++) {
         const struct cx__vop *v = &plan->vops[i];
         void *ptr = NULL;
@@ -155,7 +164,7 @@ int cx_decode(const struct cx_format *local, uint64_t wire_token, void *buf, siz
                 plan = NULL; /* the general path below reports it */
         }
         if (plan && plan->identity)
-            return decode_same(local, plan, buf, len, event);
+            return decode_same(local, plan, buf, len, out, out_cap, event);
     }
     struct job j;
     int rc = prepare(local, wire_token, buf, len, &j);

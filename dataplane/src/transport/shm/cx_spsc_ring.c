@@ -9,6 +9,7 @@
 #define LOAD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define REC_ALIGN 64u /* records start on a cache line: a small one is one line to fetch */
+#define PREFETCH_LINES 3 /* lines 2 to 4 of the next record: a 100-byte event and its header */
 #define ALIGN_REC(x) (((x) + REC_ALIGN - 1) & ~(uint64_t)(REC_ALIGN - 1))
 
 void cx_spsc_ring_init(struct cx_ring_ctl *ctl, uint64_t capacity)
@@ -41,6 +42,26 @@ static inline uint64_t hdr_word(uint32_t len, uint32_t type) { return (uint64_t)
 static inline uint64_t *word_at(const struct cx_spsc_ring *r, uint64_t off)
 {
     return (uint64_t *)(void *)(r->data + off);
+}
+
+/* Takes ownership of the lines the next small record will fill, so that taking them does
+ * not hold up its publication (all of a record's stores are visible before its header):
+ * with the hot window the producer comes back to lines the consumer read a lap ago. Only
+ * for records sent back to back (a stream: 100-byte events 1.6x the bandwidth,
+ * bench/channel). After a lone record (a ping-pong) it costs latency instead: the
+ * invalidations reach the consumer's core while it reads that very record (0.27 -> 0.29
+ * us one way at 100 B, 0.45 -> 0.50 at 1 KB), and later, when the link is quiet, too.
+ * Not the first line: the consumer polls the zero word there and would only take it
+ * back. PREFETCHW is a no-op where the CPU lacks it. */
+static inline void take_next_lines(struct cx_spsc_ring *r)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    uint64_t next = r->ctl->tail & r->mask;
+    for (uint64_t k = 1; k <= PREFETCH_LINES; k++)
+        __asm__ volatile("prefetchw %0" ::"m"(r->data[(next + k * REC_ALIGN) & r->mask]));
+#else
+    (void)r;
+#endif
 }
 
 void *cx_spsc_ring_try_claim(struct cx_spsc_ring *r, uint32_t type, size_t len)
@@ -97,13 +118,31 @@ void cx_spsc_ring_commit(struct cx_spsc_ring *r)
         STORE_REL(word_at(r, r->pad_pos), r->pad_hdr);
     STORE_REL(&r->ctl->tail, r->ctl->tail + r->claim_adv);
     r->claim_adv = 0;
+    if (r->streak++) /* records back to back: take the next one's lines now */
+        take_next_lines(r);
 }
+
+void cx_spsc_ring_polled(struct cx_spsc_ring *r) { r->streak = 0; }
 
 void cx_spsc_ring_abort(struct cx_spsc_ring *r) { r->claim_adv = 0; }
 
+void cx_spsc_ring_producer_registered(struct cx_spsc_ring *r, int registered)
+{
+    r->registered = registered;
+}
+
+void cx_spsc_ring_consumer_barrier(struct cx_spsc_ring *r, int (*barrier)(void))
+{
+    r->barrier = barrier;
+    __atomic_store_n(&r->ctl->consumer_barrier, barrier != NULL, __ATOMIC_SEQ_CST);
+}
+
 int cx_spsc_ring_take_reader_idle(struct cx_spsc_ring *r)
 {
-    atomic_thread_fence(memory_order_seq_cst);
+    /* Dekker: the commit's stores, then this load. The consumer's barrier orders them for
+     * us when it arms (cx_spsc_ring.h); a stale 0 here only costs the fence. */
+    if (!r->registered || !__atomic_load_n(&r->ctl->consumer_barrier, __ATOMIC_RELAXED))
+        atomic_thread_fence(memory_order_seq_cst);
     if (!__atomic_load_n(&r->ctl->reader_idle, __ATOMIC_RELAXED))
         return 0;
     return __atomic_exchange_n(&r->ctl->reader_idle, 0, __ATOMIC_SEQ_CST) != 0;
@@ -151,7 +190,9 @@ int cx_spsc_ring_reader_arm(struct cx_spsc_ring *r)
 {
     __atomic_store_n(&r->ctl->reader_idle, 1, __ATOMIC_SEQ_CST);
     atomic_thread_fence(memory_order_seq_cst);
-    if (!cx_spsc_ring_empty(r)) {
+    /* the producer's half of the handshake, when it commits without a fence: after this,
+     * its commits so far are visible and its next look at reader_idle sees the 1 */
+    if ((r->barrier && r->barrier() < 0) || !cx_spsc_ring_empty(r)) {
         __atomic_store_n(&r->ctl->reader_idle, 0, __ATOMIC_SEQ_CST);
         return -EAGAIN;
     }
