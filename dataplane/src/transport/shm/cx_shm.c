@@ -124,8 +124,8 @@ static uint64_t hot_size(void)
 }
 
 /* The asymmetric Dekker of the rings' wake-up (cx_spsc_ring.h): every process with shm
- * links registers for membarrier's GLOBAL_EXPEDITED, so a consumer about to sleep runs a
- * full barrier on the producer's threads, and producers commit without a fence. Where the
+ * links registers for membarrier's GLOBAL_EXPEDITED, so an end about to sleep runs a full
+ * barrier on the other process's threads, and the busy ends commit and free without one. Where the
  * kernel or a seccomp profile lacks it, both ends fence as before. */
 static int membar_ok;
 static pthread_once_t membar_once = PTHREAD_ONCE_INIT;
@@ -273,8 +273,8 @@ static int shm_make(int sock, int memfd, int my_efd, int peer_efd, uint64_t ring
         goto error;
     cx_spsc_ring_set_hot(&s->tx, hot_size());
     pthread_once(&membar_once, membar_setup);
-    cx_spsc_ring_producer_registered(&s->tx, membar_ok);
-    cx_spsc_ring_consumer_barrier(&s->rx, membar_ok ? membar_run : NULL);
+    cx_spsc_ring_set_barrier(&s->tx, CX_RING_PRODUCER, membar_ok, membar_ok ? membar_run : NULL);
+    cx_spsc_ring_set_barrier(&s->rx, CX_RING_CONSUMER, membar_ok, membar_ok ? membar_run : NULL);
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN};
     epoll_ctl(s->epfd, EPOLL_CTL_ADD, my_efd, &ev);

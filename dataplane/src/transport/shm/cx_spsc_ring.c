@@ -126,15 +126,14 @@ void cx_spsc_ring_polled(struct cx_spsc_ring *r) { r->streak = 0; }
 
 void cx_spsc_ring_abort(struct cx_spsc_ring *r) { r->claim_adv = 0; }
 
-void cx_spsc_ring_producer_registered(struct cx_spsc_ring *r, int registered)
+void cx_spsc_ring_set_barrier(struct cx_spsc_ring *r, enum cx_ring_role role, int registered,
+                              int (*barrier)(void))
 {
     r->registered = registered;
-}
-
-void cx_spsc_ring_consumer_barrier(struct cx_spsc_ring *r, int (*barrier)(void))
-{
     r->barrier = barrier;
-    __atomic_store_n(&r->ctl->consumer_barrier, barrier != NULL, __ATOMIC_SEQ_CST);
+    uint32_t *announce = role == CX_RING_CONSUMER ? &r->ctl->consumer_barrier
+                                                  : &r->ctl->producer_barrier;
+    __atomic_store_n(announce, barrier != NULL, __ATOMIC_SEQ_CST);
 }
 
 int cx_spsc_ring_take_reader_idle(struct cx_spsc_ring *r)
@@ -175,7 +174,9 @@ int cx_spsc_ring_read(struct cx_spsc_ring *r, cx_ring_handler handler, void *cli
 
 int cx_spsc_ring_take_writer_idle(struct cx_spsc_ring *r)
 {
-    atomic_thread_fence(memory_order_seq_cst);
+    /* Dekker: the new head, then this load; the producer's barrier orders them for us */
+    if (!r->registered || !__atomic_load_n(&r->ctl->producer_barrier, __ATOMIC_RELAXED))
+        atomic_thread_fence(memory_order_seq_cst);
     if (!__atomic_load_n(&r->ctl->writer_idle, __ATOMIC_RELAXED))
         return 0;
     return __atomic_exchange_n(&r->ctl->writer_idle, 0, __ATOMIC_SEQ_CST) != 0;
@@ -203,6 +204,10 @@ int cx_spsc_ring_writer_arm(struct cx_spsc_ring *r, size_t len)
 {
     __atomic_store_n(&r->ctl->writer_idle, 1, __ATOMIC_SEQ_CST);
     atomic_thread_fence(memory_order_seq_cst);
+    if (r->barrier && r->barrier() < 0) { /* the consumer's half, as in reader_arm */
+        __atomic_store_n(&r->ctl->writer_idle, 0, __ATOMIC_SEQ_CST);
+        return -EAGAIN;
+    }
     /* worst case with padding (at most rec - 8) and the zeroed word after it: 2 x rec */
     uint64_t need = 2 * ALIGN_REC(CX_RING_REC_HDR + len);
     uint64_t used = r->ctl->tail - __atomic_load_n(&r->ctl->head, __ATOMIC_SEQ_CST);

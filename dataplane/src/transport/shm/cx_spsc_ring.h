@@ -23,12 +23,13 @@
  * set; the producer sets writer_idle when the ring is full and the consumer wakes it after
  * freeing space. Both use sequentially consistent fences (a Dekker handshake), so a wake-up
  * cannot be lost. The producer's fence after every commit drains its store buffer, which
- * halves a stream's throughput (a 1 KB event waits for all 17 of its lines); so where the
- * system can, the consumer makes that fence for it when it arms (an asymmetric Dekker:
- * cx_spsc_ring_consumer_barrier, e.g. membarrier(2) GLOBAL_EXPEDITED, which runs a full
- * barrier on every running thread of the registered producer process) and the producer,
- * seeing consumer_barrier set and knowing itself registered
- * (cx_spsc_ring_producer_registered), commits without one.
+ * halves a stream's throughput (a 1 KB event waits for all 17 of its lines), and the
+ * consumer's after every read lies on a ping-pong's path; so where the system can, the
+ * side that is about to sleep makes the other side's fence for it when it arms (an
+ * asymmetric Dekker: cx_spsc_ring_set_barrier, e.g. membarrier(2) GLOBAL_EXPEDITED, which
+ * runs a full barrier on every running thread of the registered peer process), and the
+ * busy side, seeing the other's barrier announced and knowing itself registered, commits
+ * and frees without one.
  */
 #ifndef CX_SPSC_RING_H
 #define CX_SPSC_RING_H
@@ -44,8 +45,9 @@ struct cx_ring_ctl {
     _Alignas(64) uint64_t tail; /* producer position (bytes ever committed) */
     _Alignas(64) uint64_t head; /* consumer position (bytes ever freed) */
     _Alignas(64) uint32_t reader_idle;
-    uint32_t consumer_barrier; /* the consumer's arm makes the producer's fence (below) */
+    uint32_t consumer_barrier; /* the consumer's arm makes the producer's fence (above) */
     _Alignas(64) uint32_t writer_idle;
+    uint32_t producer_barrier; /* the producer's arm makes the consumer's fence */
     _Alignas(64) uint64_t capacity;
 };
 
@@ -64,8 +66,8 @@ struct cx_spsc_ring {
     uint64_t hot;         /* producer: the hot window (cx_spsc_ring_set_hot), 0 = none */
     uint64_t hot_look;    /* producer: tail at which it may read head again for it */
     unsigned streak;      /* producer: commits since the last cx_spsc_ring_polled */
-    int registered;       /* producer: its process takes the consumer's barrier */
-    int (*barrier)(void); /* consumer: the barrier it makes when it arms, or NULL */
+    int registered;       /* this end's process takes the other end's barrier */
+    int (*barrier)(void); /* the barrier this end makes when it arms, or NULL */
 };
 
 /* Initialises a fresh ring control block (by the creator, before sharing it). */
@@ -114,16 +116,17 @@ int cx_spsc_ring_read(struct cx_spsc_ring *r, cx_ring_handler handler, void *cli
 /* Consumer: after freeing space, whether the producer asked to be woken (clears the flag). */
 int cx_spsc_ring_take_writer_idle(struct cx_spsc_ring *r);
 
-/* Producer: whether this process takes the consumer's barrier (registered for it). The
- * producer commits without a fence only when this is set and the consumer announced its
- * barrier (below); otherwise, or until then, with one. */
-void cx_spsc_ring_producer_registered(struct cx_spsc_ring *r, int registered);
-/* Consumer: the barrier to run in cx_spsc_ring_reader_arm between raising reader_idle and
- * the last look at the ring: it must order every running thread of the producer's process
- * as a full fence would (0, or negative when it could not: the arm then declines). Set
- * before the producer's first commit is read; NULL (the default): none, the producer
- * fences. */
-void cx_spsc_ring_consumer_barrier(struct cx_spsc_ring *r, int (*barrier)(void));
+/* One end's part in the asymmetric handshake (above). `registered`: this end's process
+ * takes the other end's barrier, so this end may skip its own fence (commit for a
+ * producer, free for a consumer) once the other end has announced a barrier; until then,
+ * or with 0, it fences. `barrier`: run by this end's arm (reader_arm for the consumer,
+ * writer_arm for the producer) between raising its flag and its last look at the ring; it
+ * must order every running thread of the other end's process as a full fence would (0,
+ * or negative when it could not: the arm then declines). NULL (the default): none, and
+ * the other end keeps its fence. Set both before the link carries records. */
+enum cx_ring_role { CX_RING_PRODUCER, CX_RING_CONSUMER };
+void cx_spsc_ring_set_barrier(struct cx_spsc_ring *r, enum cx_ring_role role, int registered,
+                              int (*barrier)(void));
 
 /* Consumer: announces it will block. Returns 0 if the ring is still empty (the producer
  * will wake it), -EAGAIN if a record arrived meanwhile (flag withdrawn). */

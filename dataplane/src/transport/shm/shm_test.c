@@ -538,12 +538,13 @@ CX_TEST(shm_corrupt_records_break_the_link_and_deliver_nothing)
     }
 }
 
-/* The consumer's barrier (the producer's half of the wake-up handshake when it commits
- * without a fence): announced in the shared block, run by every arm between raising the
- * flag and the last look; an arm whose barrier fails declines, as one that finds data. */
+/* The arming end's barrier (the busy end's half of the wake-up handshake when it commits
+ * or frees without a fence): announced in the shared block, run by every arm between
+ * raising the flag and the last look; an arm whose barrier fails declines, as one that
+ * finds data. Both directions: a sleeping reader, a writer waiting for room. */
 static int barrier_calls, barrier_rc;
 static int count_barrier(void) { barrier_calls++; return barrier_rc; }
-CX_TEST(ring_consumer_barrier_runs_in_every_arm)
+CX_TEST(ring_barrier_runs_in_every_arm)
 {
     static _Alignas(64) uint8_t mem[CX_RING_CTL_SIZE + 4096];
     struct cx_ring_ctl *ctl = (void *)mem;
@@ -552,9 +553,10 @@ CX_TEST(ring_consumer_barrier_runs_in_every_arm)
     CX_CHECK_EQ_INT(cx_spsc_ring_attach(&p, ctl, mem + CX_RING_CTL_SIZE, 4096), 0);
     CX_CHECK_EQ_INT(cx_spsc_ring_attach(&c, ctl, mem + CX_RING_CTL_SIZE, 4096), 0);
     CX_CHECK_EQ_INT(ctl->consumer_barrier, 0);
-    cx_spsc_ring_consumer_barrier(&c, count_barrier);
+    cx_spsc_ring_set_barrier(&c, CX_RING_CONSUMER, 1, count_barrier);
     CX_CHECK_EQ_INT(ctl->consumer_barrier, 1);
-    cx_spsc_ring_producer_registered(&p, 1);
+    CX_CHECK_EQ_INT(ctl->producer_barrier, 0);
+    cx_spsc_ring_set_barrier(&p, CX_RING_PRODUCER, 1, NULL);
     CX_CHECK_EQ_INT(cx_spsc_ring_reader_arm(&c), 0);
     CX_CHECK_EQ_INT(barrier_calls, 1);
     CX_CHECK(cx_spsc_ring_try_claim(&p, 7, 10) != NULL);
@@ -567,10 +569,23 @@ CX_TEST(ring_consumer_barrier_runs_in_every_arm)
     CX_CHECK_EQ_INT(ctl->reader_idle, 0);
     CX_CHECK_EQ_INT(barrier_calls, 3);
     barrier_rc = 0;
-    cx_spsc_ring_consumer_barrier(&c, NULL);
+    cx_spsc_ring_set_barrier(&c, CX_RING_CONSUMER, 1, NULL);
     CX_CHECK_EQ_INT(ctl->consumer_barrier, 0);
     CX_CHECK_EQ_INT(cx_spsc_ring_reader_arm(&c), 0);
     CX_CHECK_EQ_INT(barrier_calls, 3);
+    /* the other direction: a producer waiting for room runs its barrier in writer_arm */
+    cx_spsc_ring_set_barrier(&p, CX_RING_PRODUCER, 1, count_barrier);
+    CX_CHECK_EQ_INT(ctl->producer_barrier, 1);
+    while (cx_spsc_ring_try_claim(&p, 7, 1000))
+        cx_spsc_ring_commit(&p);
+    CX_CHECK_EQ_INT(cx_spsc_ring_writer_arm(&p, 1000), 0); /* full: it may sleep */
+    CX_CHECK_EQ_INT(barrier_calls, 4);
+    CX_CHECK_EQ_INT(cx_spsc_ring_read(&c, ring_never, &(int){0}, 1), 1);
+    CX_CHECK_EQ_INT(cx_spsc_ring_take_writer_idle(&c), 1); /* woken without the fence */
+    barrier_rc = -EPERM;
+    CX_CHECK_EQ_INT(cx_spsc_ring_writer_arm(&p, 4000), -EAGAIN);
+    CX_CHECK_EQ_INT(ctl->writer_idle, 0);
+    barrier_rc = 0;
 }
 
 /* The wake-up handshake under a racing producer: a reader that blocks whenever its ring is
