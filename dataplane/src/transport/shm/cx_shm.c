@@ -53,6 +53,12 @@
 #define SHM_MAGIC 0x43585348u /* "CXSH" */
 #define DEFAULT_RING (8u << 20)
 #define DEFAULT_HOT (256u << 10) /* the rings' hot window (cx_spsc_ring_set_hot) */
+/* The region: the two control blocks, ring 0's data, RING1_SKEW bytes, ring 1's data. The
+ * skew puts the two rings' records at different offsets within a page: an end reads its
+ * rx ring right after writing its tx ring at the same place in a ping-pong, and addresses
+ * equal modulo 4 KiB make the CPU take the load for one that depends on those stores. */
+#define RING1_SKEW 2048u
+#define REGION_SIZE(ring) (2 * CX_RING_CTL_SIZE + 2 * (ring) + RING1_SKEW)
 #define MAX_RING (1u << 30) /* a peer's hello asking for more is refused */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL */
@@ -256,14 +262,14 @@ static int shm_make(int sock, int memfd, int my_efd, int peer_efd, uint64_t ring
                         (unsigned long long)ring);
         goto error;
     }
-    s->maplen = 2 * CX_RING_CTL_SIZE + 2 * ring;
+    s->maplen = REGION_SIZE(ring);
     if ((rc = map_region(memfd, s->maplen, &s->map)) < 0) {
         s->map = NULL;
         goto error;
     }
     uint8_t *base = s->map;
     struct cx_ring_ctl *c0 = (void *)base, *c1 = (void *)(base + CX_RING_CTL_SIZE);
-    uint8_t *d0 = base + 2 * CX_RING_CTL_SIZE, *d1 = d0 + ring;
+    uint8_t *d0 = base + 2 * CX_RING_CTL_SIZE, *d1 = d0 + ring + RING1_SKEW;
     if (init) {
         cx_spsc_ring_init(c0, ring);
         cx_spsc_ring_init(c1, ring);
@@ -360,7 +366,7 @@ static int shm_connect(const char *addr, struct cx_link **out)
         return cx_err_set(e, "shm: connect to %s: %s", name, strerror(e));
     }
     uint64_t ring = ring_size();
-    size_t len = 2 * CX_RING_CTL_SIZE + 2 * ring;
+    size_t len = REGION_SIZE(ring);
     int memfd = memfd_create("conflux-shm", MFD_CLOEXEC);
     int efd_l = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), efd_c = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (memfd < 0 || efd_l < 0 || efd_c < 0 || ftruncate(memfd, (off_t)len) < 0) {

@@ -479,7 +479,7 @@ static int hostile_record(const char *addr, uint32_t kind, const void *rec, size
         return -1000;
     const uint64_t ring = 65536;
     int memfd = memfd_create("cx-shm-test", MFD_CLOEXEC);
-    size_t maplen = 2 * CX_RING_CTL_SIZE + 2 * ring;
+    size_t maplen = 2 * CX_RING_CTL_SIZE + 2 * ring + 2048; /* cx_shm.c's REGION_SIZE */
     uint8_t *m = NULL;
     if (memfd < 0 || ftruncate(memfd, (off_t)maplen) < 0 ||
         (m = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0)) == MAP_FAILED)
