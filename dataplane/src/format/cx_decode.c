@@ -130,10 +130,12 @@ static int decode_same(const struct cx_format *f, const struct cx__plan *plan, v
     uint8_t *dst = (uint8_t *)fixed;
     /* A small fixed part goes to out, the pointers patched there: buf is often a link's
      * receive buffer in shared memory, and a write into it takes the sender's cache line
-     * away from it (bench/channel: 100-byte events 0.30 -> 0.27 us one way). */
+     * away from it (bench/channel: 100-byte events 0.30 -> 0.27 us one way). The pointers
+     * that end the struct are not copied, only set: their bytes in buf (the sender's
+     * addresses) may lie on a cache line nothing else here needs. */
     if (out && plan->lsize <= CX__COPY_FIXED_MAX && out_cap >= plan->lsize &&
         !((uintptr_t)out & 7)) {
-        memcpy(out, fixed, plan->lsize);
+        memcpy(out, fixed, plan->head_len);
         dst = out;
     }
     for (uint32_t i = 0; i < plan->nvops; i++) {

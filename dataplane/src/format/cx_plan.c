@@ -451,6 +451,17 @@ static int compile_top(const struct cx_format *wf, const struct cx_format *lf,
             all_direct = false;
     }
     p->identity = p->identity && all_direct;
+    /* what of the fixed part is not pointers at its end: a copy of the event stops there
+     * (the pointers are set anew, their bytes never read) */
+    p->head_len = p->lsize;
+    for (int again = 1; again;) {
+        again = 0;
+        for (uint32_t i = 0; i < p->nvops; i++)
+            if (p->vops[i].dst + sizeof(void *) == p->head_len) {
+                p->head_len = p->vops[i].dst;
+                again = 1;
+            }
+    }
     *out = p;
     return 0;
 error:

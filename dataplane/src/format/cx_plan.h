@@ -45,6 +45,7 @@ struct cx__plan {
     struct cx__vop *vops;
     bool clear;             /* some local bytes are not written by ops: zero first */
     bool identity;          /* ops are one COPY of lsize bytes at 0 -> 0 and vops direct */
+    uint32_t head_len;      /* lsize less the pointer fields that end the top struct */
     bool scalar;            /* element plan of one scalar op (count scaled at run time) */
     uint32_t nsubs;
     struct cx__plan **subs; /* owned sub plans */
