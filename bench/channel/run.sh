@@ -8,6 +8,7 @@
 #   mpi-shm   the same over Open MPI's shared-memory btl (vader): what MPI uses on one node
 #   conflux   Conflux event channels (conflux_peer.c: two typed reliable channels; the link the
 #             runtime chose, shared memory between two processes of one host, is recorded)
+#   conflux-read  the same, every handler reading every byte of its event (--read)
 # Method in bench_common.h. Every peer prints JSON lines
 #   {"peer":..,"size":..,"metric":"latency","latency_us":..}  (one-way: round trip / 2)
 #   {"peer":..,"size":..,"metric":"bandwidth","bandwidth_MBps":..}
@@ -106,6 +107,10 @@ run_peers() {
     # --bind: source and sink on their own cores, as mpirun binds its two ranks by default
     timeout "$tmo" "$b/conflux_peer" --bind "${opts[@]}" >>"$J" 2>"$tmp/conflux.log" ||
       { cat "$tmp/conflux.log" >&2; skip conflux "failed, see above"; }
+    # the same with handlers that read every byte of every event (the others copy them out)
+    echo "running conflux-read ..." >&2
+    timeout "$tmo" "$b/conflux_peer" --bind --read "${opts[@]}" >>"$J" 2>"$tmp/conflux-read.log" ||
+      { cat "$tmp/conflux-read.log" >&2; skip conflux-read "failed, see above"; }
   else
     skip conflux "not built (make -C bench/channel)"
   fi
@@ -167,17 +172,18 @@ for metric, key, unit in (("latency", "latency_us", "one-way latency, median, us
             cells.append(f"{r[key]:.1f}" if r else "-")
         print(f"| {size_name(s)} | " + " | ".join(cells) + " |")
     print()
-# Conflux against each peer: > 1 means Conflux is better (lower latency, higher bandwidth)
-if "conflux" in peers:
-    others = [p for p in peers if p != "conflux"]
+# Conflux against each peer: > 1 means Conflux is better (lower latency, higher bandwidth);
+# conflux-read (handlers that read every byte) the same, apart
+for me in [p for p in ("conflux", "conflux-read") if p in peers]:
+    others = [p for p in peers if not p.startswith("conflux")]
     losses = []
-    for metric, key, better in (("latency", "latency_us", "peer / conflux"),
-                                ("bandwidth", "bandwidth_MBps", "conflux / peer")):
-        print(f"## {metric}: Conflux against each peer ({better}; > 1: Conflux better)\n")
+    for metric, key, better in (("latency", "latency_us", f"peer / {me}"),
+                                ("bandwidth", "bandwidth_MBps", f"{me} / peer")):
+        print(f"## {metric}: {me} against each peer ({better}; > 1: Conflux better)\n")
         print("| size | " + " | ".join(others) + " |")
         print("| --- |" + " --- |" * len(others))
         for s in sizes:
-            c = val.get(("conflux", s, metric))
+            c = val.get((me, s, metric))
             cells = []
             for p in others:
                 r = val.get((p, s, metric))
@@ -190,8 +196,8 @@ if "conflux" in peers:
                     losses.append(f"{metric} {size_name(s)} vs {p} ({link.get(p, '?')})")
             print(f"| {size_name(s)} | " + " | ".join(cells) + " |")
         print()
-    print("Conflux beats every peer at every size." if not losses else
-          "Conflux is behind (bold above) at: " + "; ".join(losses) + ".")
+    print(f"{me} beats every peer at every size." if not losses else
+          f"{me} is behind (bold above) at: " + "; ".join(losses) + ".")
     print()
 for r in skipped:  # a peer that failed in some runs but not all keeps its best run
     if r["peer"] in peers:
