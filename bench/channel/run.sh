@@ -169,7 +169,8 @@ for metric, key, unit in (("latency", "latency_us", "one-way latency, median, us
         cells = []
         for p in peers:
             r = val.get((p, s, metric))
-            cells.append(f"{r[key]:.1f}" if r else "-")
+            # sub-microsecond latencies keep their hundredths
+            cells.append(("-" if not r else f"{r[key]:.2f}" if r[key] < 10 else f"{r[key]:.1f}"))
         print(f"| {size_name(s)} | " + " | ".join(cells) + " |")
     print()
 # Conflux against each peer: > 1 means Conflux is better (lower latency, higher bandwidth);
