@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs each test binary given, prints its failures and skips, and ends with one total line
 # "dataplane: N passed, N failed, N skipped". A binary that crashes or prints no summary
-# counts as one failure. Exits non-zero if anything failed.
+# counts as one failure. Exits non-zero if anything failed, and, with CONFLUX_REQUIRE_ALL=1
+# (set by .ci/run: CI's machine has every requirement, make deps installs them), if
+# anything was skipped: a skip there means a requirement went missing.
 set -u
 passed=0 failed=0 skipped=0
 for t in "$@"; do
@@ -17,4 +19,8 @@ for t in "$@"; do
   fi
 done
 echo "dataplane: $passed passed, $failed failed, $skipped skipped"
+if [ "${CONFLUX_REQUIRE_ALL:-0}" = 1 ] && [ $skipped -gt 0 ]; then
+  echo "dataplane: $skipped tests skipped where every one must run (CONFLUX_REQUIRE_ALL=1); their reasons are above"
+  exit 1
+fi
 [ $failed -eq 0 ]
