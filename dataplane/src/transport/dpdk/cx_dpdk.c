@@ -18,8 +18,9 @@
  * delivers them in place. Sends copy into one mbuf per frame and go to the port at once;
  * what the TX queue does not take waits in the link's send queue for progress.
  * Blocking: each link has an eventfd; arm() registers it with the port's watcher thread,
- * which polls the port (every 50 us to 1 ms) while any link is armed and writes the eventfd
- * when a frame for that link arrived or the link failed.
+ * which polls the port while any link is armed (without pause for 100 us after an arm, then
+ * every 50 us to 1 ms) and writes the eventfd when a frame for that link arrived or the
+ * link failed.
  *
  * Exports exactly one ops table: cx_dpdk_ops. */
 #define _GNU_SOURCE

@@ -19,6 +19,8 @@
  *                         default the first port
  *   CONFLUX_DPDK_MTU      set the port's MTU (default: leave the device's)
  *   CONFLUX_DPDK_PEER_TIMEOUT_MS  a link whose peer was silent this long fails (3000)
+ *   CONFLUX_DPDK_WATCH_SPIN_US    after a link arms (its owner blocks on fd()), the watcher
+ *                         polls without pause this long (100; 0 = naps of 50 us to 1 ms only)
  * Everything here is thread-safe: the port is shared by all links under one lock. */
 #ifndef CX_DPDK_H
 #define CX_DPDK_H

@@ -11,6 +11,7 @@
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
+#include <rte_pause.h>
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,7 +33,10 @@
 #define ARP_RETRY_NS 100000000ull
 #define WATCH_MIN_NS 50000ull   /* watcher poll period right after traffic */
 #define WATCH_MAX_NS 1000000ull /* ... doubling up to this while idle */
-#define WATCH_IDLE_NS 100000000 /* the round when no link is armed: keepalives only */
+#define WATCH_IDLE_NS 100000000ull /* the round when no link is armed: keepalives only */
+#define WATCH_SPIN_US 100       /* CONFLUX_DPDK_WATCH_SPIN_US default: polls without pause ... */
+#define WATCH_SPIN_GAP_NS 1000ull /* ... with the lock released this long between polls */
+#define WATCH_SLACK_NS 5000ul   /* the watcher thread's timer slack */
 
 static struct cx_dpdk_port g_port;
 static int g_state; /* 0 = not set up, 1 = running, -errno = setup failed, 2 = shut down */
@@ -247,6 +252,14 @@ static int setup_locked(const struct cx_dpdk_config *c)
         return cx_err_set(EINVAL, "dpdk: CONFLUX_DPDK_MTU='%s' (576..9000)", s);
     if (!tmo && (s = getenv("CONFLUX_DPDK_PEER_TIMEOUT_MS")) && *s && (tmo = (unsigned)atoi(s)) == 0)
         return cx_err_set(EINVAL, "dpdk: CONFLUX_DPDK_PEER_TIMEOUT_MS='%s' (milliseconds > 0)", s);
+    unsigned spin = WATCH_SPIN_US;
+    if ((s = getenv("CONFLUX_DPDK_WATCH_SPIN_US")) && *s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (*end || v < 0 || v > 1000000)
+            return cx_err_set(EINVAL, "dpdk: CONFLUX_DPDK_WATCH_SPIN_US='%s' (0..1000000)", s);
+        spin = (unsigned)v;
+    }
     int rc = eal_start(pick(c ? c->eal_args : NULL, "CONFLUX_DPDK_ARGS"));
     if (rc < 0)
         return rc;
@@ -262,8 +275,19 @@ static int setup_locked(const struct cx_dpdk_config *c)
     p->ip = ip;
     p->peer_timeout_ms = tmo ? tmo : 3000;
     p->next_ephemeral = 49152;
-    pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->wake, NULL);
+    p->spin_ns = spin * 1000ull;
+    /* adaptive: a link's owner that finds the lock taken by the spinning watcher (held for
+     * one empty RX burst) spins a moment for it instead of sleeping in the kernel */
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&p->lock, &ma);
+    pthread_mutexattr_destroy(&ma);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->wake, &ca);
+    pthread_condattr_destroy(&ca);
     if ((rc = pthread_create(&p->watcher, NULL, watcher_main, p)) != 0)
         return cx_err_set(rc, "dpdk: starting the watcher thread: %s", strerror(rc));
     p->watcher_started = 1;
@@ -570,37 +594,65 @@ int cx_dpdk_port_poll_locked(struct cx_dpdk_port *p)
 
 /* ---- watcher ---- */
 
+/* None of the PMDs this driver runs on here has RX interrupts (rte_eth_dev_rx_intr_*: memif
+ * keeps a client's RX ring masked and has no rx_queue_intr_enable; af_packet and af_xdp
+ * have none either), so a blocked link's wake-up comes from the watcher's polling. Right
+ * after a link arms, its owner most likely waits for the answer to what it just sent, so
+ * the watcher polls without pause for spin_ns (CONFLUX_DPDK_WATCH_SPIN_US): a frame then
+ * wakes the owner within microseconds. Past that, naps from 50 us doubling to 1 ms keep an
+ * idle port cheap; a new arm cuts a nap short. */
+
 void cx_dpdk_port_armed_locked(struct cx_dpdk_port *p)
 {
-    if (p->armed++ == 0)
+    p->armed++;
+    p->armed_ns = cx_dpdk_now_ns();
+    if (p->napping || p->armed == 1)
         pthread_cond_signal(&p->wake);
+}
+
+/* Naps until ns from now (CLOCK_MONOTONIC: the condition variable's clock) or a signal. */
+static void nap_locked(struct cx_dpdk_port *p, uint64_t ns)
+{
+    uint64_t t = cx_dpdk_now_ns() + ns;
+    struct timespec ts = {(time_t)(t / 1000000000ull), (long)(t % 1000000000ull)};
+    p->napping = 1;
+    pthread_cond_timedwait(&p->wake, &p->lock, &ts);
+    p->napping = 0;
 }
 
 static void *watcher_main(void *arg)
 {
     struct cx_dpdk_port *p = arg;
-    uint64_t period = WATCH_MIN_NS;
+    uint64_t period = WATCH_MIN_NS, watched = 0;
+    /* a 50 us nap is 50 us, not 50 us plus the default 50 us of timer slack */
+    prctl(PR_SET_TIMERSLACK, WATCH_SLACK_NS);
     pthread_mutex_lock(&p->lock);
     while (!p->stop) {
         int got = 0, n;
         do /* drain: keeps every link's last_rx fresh even if its owner is busy elsewhere */
             got += n = cx_dpdk_port_poll_locked(p);
         while (n == BURST && got < 8 * (int)BURST);
-        cx_dpdk_on_watch_locked(p, cx_dpdk_now_ns());
+        uint64_t now = cx_dpdk_now_ns();
+        if (now - watched >= WATCH_MIN_NS) { /* keepalives: not on every spin */
+            cx_dpdk_on_watch_locked(p, now);
+            watched = now;
+        }
         if (!p->armed) { /* nobody blocks on us: a slow round for keepalives is enough */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += WATCH_IDLE_NS;
-            if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-            pthread_cond_timedwait(&p->wake, &p->lock, &ts);
+            nap_locked(p, WATCH_IDLE_NS);
             period = WATCH_MIN_NS;
             continue;
         }
-        pthread_mutex_unlock(&p->lock);
+        if (now - p->armed_ns < p->spin_ns) {
+            /* spinning: the lock is free between polls, for the links' owners */
+            pthread_mutex_unlock(&p->lock);
+            for (uint64_t t = cx_dpdk_now_ns(); cx_dpdk_now_ns() - t < WATCH_SPIN_GAP_NS;)
+                rte_pause();
+            pthread_mutex_lock(&p->lock);
+            period = WATCH_MIN_NS;
+            continue;
+        }
         period = got ? WATCH_MIN_NS : (period * 2 > WATCH_MAX_NS ? WATCH_MAX_NS : period * 2);
-        struct timespec ts = {0, (long)period};
-        nanosleep(&ts, NULL);
-        pthread_mutex_lock(&p->lock);
+        nap_locked(p, period);
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;

@@ -3,7 +3,8 @@
  * demultiplexes received frames to listeners and links, ARP, and the watcher thread. The
  * watcher polls the port every 100 ms and sends the links' keepalives, so a link stays alive
  * while its owner is busy elsewhere; while some link is armed (its owner blocks on the
- * link's eventfd: no PMD used here has RX interrupts) it polls every 50 us to 1 ms.
+ * link's eventfd: no PMD used here has RX interrupts) it polls without pause for the first
+ * 100 us after each arm (CONFLUX_DPDK_WATCH_SPIN_US), then every 50 us to 1 ms.
  *
  * Functions named *_locked must be called with the port lock held. */
 #ifndef CX_DPDK_PORT_H
@@ -50,6 +51,9 @@ struct cx_dpdk_port {
     pthread_t watcher;
     pthread_cond_t wake;
     int armed, stop, watcher_started;
+    int napping;                /* the watcher sleeps: an arm signals wake */
+    uint64_t armed_ns;          /* when a link last armed: the watcher spins ... */
+    uint64_t spin_ns;           /* ... this long after it */
     char desc[64];
 };
 
@@ -90,7 +94,7 @@ void cx_dpdk_port_forget_locked(struct cx_dpdk_port *p, uint32_t ip);
 /* Sends a gratuitous ARP for our address (at start and when the address is set). */
 void cx_dpdk_port_announce_locked(struct cx_dpdk_port *p);
 
-/* A link was armed: make sure the watcher polls. */
+/* A link was armed: the watcher polls at once, and without pause for a while. */
 void cx_dpdk_port_armed_locked(struct cx_dpdk_port *p);
 
 /* Implemented by the driver (cx_dpdk.c), called by the port with the lock held: */
