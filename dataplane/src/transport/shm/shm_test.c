@@ -21,6 +21,16 @@ static void mkaddr(char *buf, size_t cap)
 
 CX_DECLARE_TRANSPORT_TESTS(shm, &cx_shm_ops, mkaddr, NULL)
 
+/* A producer's and a consumer's view of a fresh ring of `cap` bytes in mem (its control
+ * block, then the data, all zeroed as a new memfd is). 0, or the attach's error. */
+static int ring_pair(uint8_t *mem, uint64_t cap, struct cx_spsc_ring *p, struct cx_spsc_ring *c)
+{
+    memset(mem, 0, CX_RING_CTL_SIZE + cap);
+    cx_spsc_ring_init((struct cx_ring_ctl *)(void *)mem, cap);
+    int rc = cx_spsc_ring_attach(p, (struct cx_ring_ctl *)(void *)mem, mem + CX_RING_CTL_SIZE, cap);
+    return rc < 0 ? rc : cx_spsc_ring_attach(c, (struct cx_ring_ctl *)(void *)mem, mem + CX_RING_CTL_SIZE, cap);
+}
+
 struct ring_seen { uint32_t next; int bad; };
 static void ring_on(void *c, uint32_t type, uint8_t *body, uint32_t len)
 {
@@ -34,11 +44,8 @@ static void ring_on(void *c, uint32_t type, uint8_t *body, uint32_t len)
 CX_TEST(ring_claim_commit_abort_wrap)
 {
     static _Alignas(64) uint8_t mem[CX_RING_CTL_SIZE + 8192];
-    struct cx_ring_ctl *ctl = (void *)mem;
     struct cx_spsc_ring p, c;
-    cx_spsc_ring_init(ctl, 8192);
-    CX_CHECK_EQ_INT(cx_spsc_ring_attach(&p, ctl, mem + CX_RING_CTL_SIZE, 8192), 0);
-    CX_CHECK_EQ_INT(cx_spsc_ring_attach(&c, ctl, mem + CX_RING_CTL_SIZE, 8192), 0);
+    CX_CHECK_EQ_INT(ring_pair(mem, 8192, &p, &c), 0);
     CX_CHECK(cx_spsc_ring_try_claim(&p, 7, 8192) == NULL); /* above max body */
     void *x = cx_spsc_ring_try_claim(&p, 7, 100);
     CX_CHECK(x != NULL);
@@ -81,9 +88,7 @@ CX_TEST(ring_header_past_the_end_is_eproto)
     struct cx_ring_ctl *ctl = (void *)mem;
     uint8_t *data = mem + CX_RING_CTL_SIZE;
     struct cx_spsc_ring p, c;
-    cx_spsc_ring_init(ctl, 8192);
-    CX_CHECK_EQ_INT(cx_spsc_ring_attach(&p, ctl, data, 8192), 0);
-    CX_CHECK_EQ_INT(cx_spsc_ring_attach(&c, ctl, data, 8192), 0);
+    CX_CHECK_EQ_INT(ring_pair(mem, 8192, &p, &c), 0);
     int calls = 0;
     uint64_t bad = (uint64_t)7 << 32 | 8200; /* type 7, 8200 bytes: more than the ring */
     memcpy(data, &bad, 8);
@@ -148,10 +153,7 @@ static void two_threads_across_laps(int *cx_failed, int *cx_skipped, uint64_t ho
 {
     struct cx_ring_ctl *ctl = (void *)lap_mem;
     struct cx_spsc_ring p, c;
-    memset(lap_mem, 0, sizeof lap_mem); /* a ring starts all zero (an earlier test used it) */
-    cx_spsc_ring_init(ctl, LAP_RING);
-    CX_CHECK_EQ_INT(cx_spsc_ring_attach(&p, ctl, lap_mem + CX_RING_CTL_SIZE, LAP_RING), 0);
-    CX_CHECK_EQ_INT(cx_spsc_ring_attach(&c, ctl, lap_mem + CX_RING_CTL_SIZE, LAP_RING), 0);
+    CX_CHECK_EQ_INT(ring_pair(lap_mem, LAP_RING, &p, &c), 0);
     cx_spsc_ring_set_hot(&p, hot);
     __atomic_store_n(&lap_stop, 0, __ATOMIC_RELEASE);
     pthread_t t;
@@ -200,9 +202,7 @@ CX_TEST(ring_hot_window_keeps_small_records_in_front)
     struct cx_ring_ctl *ctl = (void *)mem;
     uint8_t *data = mem + CX_RING_CTL_SIZE;
     struct cx_spsc_ring p, c;
-    cx_spsc_ring_init(ctl, 65536);
-    CX_CHECK_EQ_INT(cx_spsc_ring_attach(&p, ctl, data, 65536), 0);
-    CX_CHECK_EQ_INT(cx_spsc_ring_attach(&c, ctl, data, 65536), 0);
+    CX_CHECK_EQ_INT(ring_pair(mem, 65536, &p, &c), 0);
     cx_spsc_ring_set_hot(&p, 4096);
     struct ring_seen s = {0, 0};
     uint32_t sent = 0;
@@ -425,15 +425,23 @@ static void on_hdr(void *arg, const struct cx_frame_hdr *h, const void *payload,
         s->len[s->n++] = len;
     }
 }
-CX_TEST(shm_headers_arrive_as_sent_short_and_full)
+/* A linked pair through a fresh listener named after `what`: *out the connector's end,
+ * *in the listener's. 0, or the first error. */
+static int shm_pair(const char *what, struct cx_listener **l, struct cx_link **out,
+                    struct cx_link **in)
 {
     char addr[96];
-    snprintf(addr, sizeof addr, "shm://@cx-shm-test-hdr-%d", (int)getpid());
+    snprintf(addr, sizeof addr, "shm://@cx-shm-test-%s-%d", what, (int)getpid());
+    int rc = cx_shm_ops.listen(addr, l);
+    if (rc == 0 && (rc = cx_shm_ops.connect(addr, out)) == 0)
+        rc = cx_shm_ops.accept(*l, 1000, in);
+    return rc;
+}
+CX_TEST(shm_headers_arrive_as_sent_short_and_full)
+{
     struct cx_listener *l;
-    CX_CHECK_EQ_INT(cx_shm_ops.listen(addr, &l), 0);
     struct cx_link *a, *b;
-    CX_CHECK_EQ_INT(cx_shm_ops.connect(addr, &b), 0);
-    CX_CHECK_EQ_INT(cx_shm_ops.accept(l, 1000, &a), 0);
+    CX_CHECK_EQ_INT(shm_pair("hdr", &l, &b, &a), 0);
     static char body[300];
     struct cx_frame_hdr sent[] = {
         {.type = CX_FRAME_DATA, .channel = 7, .seq = UINT64_MAX, .format = 0x1122334455667788ull,
@@ -549,9 +557,7 @@ CX_TEST(ring_barrier_runs_in_every_arm)
     static _Alignas(64) uint8_t mem[CX_RING_CTL_SIZE + 4096];
     struct cx_ring_ctl *ctl = (void *)mem;
     struct cx_spsc_ring p, c;
-    cx_spsc_ring_init(ctl, 4096);
-    CX_CHECK_EQ_INT(cx_spsc_ring_attach(&p, ctl, mem + CX_RING_CTL_SIZE, 4096), 0);
-    CX_CHECK_EQ_INT(cx_spsc_ring_attach(&c, ctl, mem + CX_RING_CTL_SIZE, 4096), 0);
+    CX_CHECK_EQ_INT(ring_pair(mem, 4096, &p, &c), 0);
     CX_CHECK_EQ_INT(ctl->consumer_barrier, 0);
     cx_spsc_ring_set_barrier(&c, CX_RING_CONSUMER, 1, count_barrier);
     CX_CHECK_EQ_INT(ctl->consumer_barrier, 1);
@@ -618,13 +624,9 @@ static void *wake_writer(void *p)
 }
 CX_TEST(shm_blocked_reader_is_always_woken)
 {
-    char addr[96];
-    snprintf(addr, sizeof addr, "shm://@cx-shm-test-wake-%d", (int)getpid());
     struct cx_listener *l;
-    CX_CHECK_EQ_INT(cx_shm_ops.listen(addr, &l), 0);
     struct cx_link *a, *b;
-    CX_CHECK_EQ_INT(cx_shm_ops.connect(addr, &a), 0);
-    CX_CHECK_EQ_INT(cx_shm_ops.accept(l, 1000, &b), 0);
+    CX_CHECK_EQ_INT(shm_pair("wake", &l, &a, &b), 0);
     struct wake_arg w = {.k = a, .n = 20000};
     pthread_t t;
     CX_CHECK_EQ_INT(pthread_create(&t, NULL, wake_writer, &w), 0);
