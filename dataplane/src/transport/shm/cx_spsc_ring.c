@@ -5,6 +5,9 @@
 
 #include <stdatomic.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #define LOAD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
@@ -52,10 +55,21 @@ static inline uint64_t *word_at(const struct cx_spsc_ring *r, uint64_t off)
  * invalidations reach the consumer's core while it reads that very record (0.27 -> 0.29
  * us one way at 100 B, 0.45 -> 0.50 at 1 KB), and later, when the link is quiet, too.
  * Not the first line: the consumer polls the zero word there and would only take it
- * back. PREFETCHW is a no-op where the CPU lacks it. */
+ * back. Only where CPUID says the CPU has PREFETCHW. */
+#if defined(__x86_64__) || defined(__i386__)
+static int have_prefetchw; /* CPUID 0x80000001 ECX bit 8 (PRFCHW), read before main */
+__attribute__((constructor)) static void probe_prefetchw(void)
+{
+    unsigned a, b, c, d;
+    have_prefetchw = __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8));
+}
+#endif
+
 static inline void take_next_lines(struct cx_spsc_ring *r)
 {
 #if defined(__x86_64__) || defined(__i386__)
+    if (!have_prefetchw) /* older CPUs: the instruction is not theirs to run */
+        return;
     uint64_t next = r->ctl->tail & r->mask;
     for (uint64_t k = 1; k <= PREFETCH_LINES; k++)
         __asm__ volatile("prefetchw %0" ::"m"(r->data[(next + k * REC_ALIGN) & r->mask]));
