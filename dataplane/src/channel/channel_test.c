@@ -9,6 +9,7 @@
 #include "common/cx_test.h"
 #include "format/cx_reflect.h"
 #include "testutil/cx_netns.h"
+#include "testutil/ucx_test_env.h"
 #include "transport/cx_driver.h"
 
 #include <errno.h>
@@ -1180,8 +1181,7 @@ CX_TEST(runtimes_listening_on_ucx_link_over_ucx)
 #ifndef CX_HAVE_UCX
     CX_SKIP("UCX not built in (pkg-config ucx not found: install libucx-dev)");
 #else
-    setenv("UCX_NET_DEVICES", "lo", 0);
-    setenv("UCX_TLS", "tcp,posix,sysv,self", 0); /* as the ucx driver's tests: loopback only */
+    ucx_test_env(); /* as the ucx driver's tests: loopback only */
     const long N = 2000;
     const struct cx_format *f2 = reg(rd2_d);
     struct cx_chan_ctx *a = NULL, *b = NULL;
@@ -1233,8 +1233,7 @@ CX_TEST(runtimes_in_one_fabric_link_over_ucx_others_over_tcp)
 #ifndef CX_HAVE_UCX
     CX_SKIP("UCX not built in (pkg-config ucx not found: install libucx-dev)");
 #else
-    setenv("UCX_NET_DEVICES", "lo", 0);
-    setenv("UCX_TLS", "tcp,posix,sysv,self", 0);
+    ucx_test_env();
     char longname[300];
     memset(longname, 'f', 254);
     longname[254] = '\0';

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "common/cx_test.h"
 #include "pipe/pipe_testutil.h"
+#include "testutil/ucx_test_env.h"
 
 #ifdef CX_HAVE_TLS
 #include "transport/tls/tls_testcerts.h"
@@ -130,9 +131,7 @@ CX_TEST(ucx_bare_scheme_in_environment)
 #ifndef CX_HAVE_UCX
     CX_SKIP("built without UCX (libucx-dev absent)");
 #else
-    /* as the transport's tests: no cma (it aborts the process when a peer dies mid-read) */
-    setenv("UCX_TLS", "tcp,posix,sysv,self", 0);
-    setenv("UCX_NET_DEVICES", "lo", 0);
+    ucx_test_env(); /* as the transport's tests */
     CX_CHECK_EQ_INT(stream_over("links-ucx", NULL, "ucx", "ucx"), 0);
 #endif
 }

@@ -97,6 +97,87 @@ static int read_range(int r, uint64_t from, uint64_t to)
     return 0;
 }
 
+/* fork, with the child dying with the test (no process outlives it). */
+static pid_t fork_child(void)
+{
+    pid_t pid = fork();
+    if (pid == 0)
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+    return pid;
+}
+
+/* The end of a test that shares sh with its processes. */
+static void migrate_test_end(struct space_proc *sp, struct shared *sh)
+{
+    pi_shutdown();
+    munmap(sh, sizeof *sh);
+    space_down(sp);
+}
+
+/* In a child: migrates d out (held hold_ms) into blob, its length in *len; exits 3 when
+ * that fails. */
+static void migrate_out_or_exit(int d, int hold_ms, uint8_t blob[PI_MIGRATE_MAX], long *len)
+{
+    long n = pi_migrate_out(d, hold_ms, blob, PI_MIGRATE_MAX);
+    if (n <= 0)
+        _exit(3);
+    *len = n;
+}
+
+/* A reader's first process: attaches to name, sets ready, reads 0..upto-1, migrates out
+ * (held hold_ms) into sh->blob, checks its descriptor is gone, sets out_done; then, when
+ * linger, stays up as old_reader_linger says. Never returns. */
+static void reader_reads_then_migrates_out(struct shared *sh, const char *addr, const char *name,
+                                           uint64_t upto, int hold_ms, int linger)
+{
+    int s = pi_space_open(addr, NULL);
+    int r = pi_attach(name, s);
+    set_flag(&sh->ready);
+    if (r < 0 || read_range(r, 0, upto) < 0)
+        _exit(2);
+    migrate_out_or_exit(r, hold_ms, sh->blob, &sh->blob_len);
+    if (pi_tell(r) != -1 || errno != EBADF) /* the descriptor is gone here */
+        _exit(4);
+    set_flag(&sh->out_done);
+    if (linger)
+        old_reader_linger(sh, blob_pipe_id(sh->blob));
+    _exit(0);
+}
+
+/* A writer's first process: creates name, writes 0..upto-1 (100 us apart), its stats in *st,
+ * migrates out (held 10 s) into blob (*len), checks its descriptor is gone, sets *done.
+ * Never returns. */
+static void writer_writes_then_migrates_out(const char *addr, const char *name, uint64_t upto,
+                                            struct pi_writer_stats *st, uint8_t blob[PI_MIGRATE_MAX],
+                                            long *len, int *done)
+{
+    int s = pi_space_open(addr, NULL);
+    int w = pi_create(name, s, PI_CREATE);
+    if (w < 0 || write_n(w, 0, upto, 100) < 0)
+        _exit(2);
+    pi_writer_stats(w, st);
+    migrate_out_or_exit(w, 10000, blob, len);
+    if (pi_write(w, "x", 1, NULL) != -1 || errno != EBADF)
+        _exit(4);
+    set_flag(done);
+    _exit(0); /* the old process is gone */
+}
+
+/* A reader's new process: migrates sh->blob in, its position in sh->pos, sets in_done, reads
+ * to the end, its stats in sh->rst. Never returns: exits 0 when it read exactly from..to-1. */
+static void reader_migrates_in_and_reads(struct shared *sh, const char *addr, uint64_t from, uint64_t to)
+{
+    int s = pi_space_open(addr, NULL);
+    int r = pi_migrate_in(sh->blob, (size_t)sh->blob_len, s);
+    if (r < 0)
+        _exit(2);
+    sh->pos = pi_tell(r);
+    set_flag(&sh->in_done);
+    long n = read_all(r, from, to, 20000);
+    pi_reader_stats(r, &sh->rst);
+    _exit(n == (long)(to - from) ? 0 : 3);
+}
+
 /* ---- a reader moves while the writer streams: readwrite -> reader-held -> readwrite ---- */
 
 CX_TEST(transition_readwrite_to_reader_held_to_readwrite_by_migrate)
@@ -105,38 +186,14 @@ CX_TEST(transition_readwrite_to_reader_held_to_readwrite_by_migrate)
     CX_CHECK_EQ_INT(space_up(&sp), 0);
     struct shared *sh = shared_new();
     CX_CHECK(sh);
-    pid_t r1 = fork();
-    if (r1 == 0) { /* the reader's first process: reads 500, then migrates out */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int s = pi_space_open(sp.addr, NULL);
-        int r = pi_attach("m1", s);
-        set_flag(&sh->ready);
-        if (r < 0 || read_range(r, 0, 500) < 0)
-            _exit(2);
-        long n = pi_migrate_out(r, 10000, sh->blob, sizeof sh->blob);
-        if (n <= 0)
-            _exit(3);
-        if (pi_tell(r) != -1 || errno != EBADF) /* the descriptor is gone here */
-            _exit(4);
-        sh->blob_len = n;
-        set_flag(&sh->out_done);
-        old_reader_linger(sh, blob_pipe_id(sh->blob));
-        _exit(0);
-    }
-    pid_t r2 = fork();
+    pid_t r1 = fork_child();
+    if (r1 == 0) /* the reader's first process: reads 500, then migrates out */
+        reader_reads_then_migrates_out(sh, sp.addr, "m1", 500, 10000, 1);
+    pid_t r2 = fork_child();
     if (r2 == 0) { /* its second process: another listener, another address */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (wait_flag(&sh->go, 30000) < 0)
             _exit(2);
-        int s = pi_space_open(sp.addr, NULL);
-        int r = pi_migrate_in(sh->blob, (size_t)sh->blob_len, s);
-        if (r < 0)
-            _exit(3);
-        sh->pos = pi_tell(r);
-        set_flag(&sh->in_done);
-        long n = read_all(r, 500, 4000, 20000);
-        pi_reader_stats(r, &sh->rst);
-        _exit(n == 3500 ? 0 : 4);
+        reader_migrates_in_and_reads(sh, sp.addr, 500, 4000);
     }
     CX_CHECK_EQ_INT(wait_flag(&sh->ready, 10000), 0);
     int s = pi_space_open(sp.addr, NULL);
@@ -167,9 +224,7 @@ CX_TEST(transition_readwrite_to_reader_held_to_readwrite_by_migrate)
     set_flag(&sh->end);
     CX_CHECK_EQ_INT(child_ok(r1), 0);
     CX_CHECK_EQ_INT(sh->old_links, 0); /* never linked to the old address again */
-    pi_shutdown();
-    munmap(sh, sizeof *sh);
-    space_down(&sp);
+    migrate_test_end(&sp, sh);
 }
 
 /* ---- the writer moves while a reader reads: readwrite -> writer-held -> readwrite ------ */
@@ -180,9 +235,8 @@ CX_TEST(transition_readwrite_to_writer_held_to_readwrite_by_migrate)
     CX_CHECK_EQ_INT(space_up(&sp), 0);
     struct shared *sh = shared_new();
     CX_CHECK(sh);
-    pid_t r = fork();
+    pid_t r = fork_child();
     if (r == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int s = pi_space_open(sp.addr, NULL);
         int d = pi_attach("m2", s);
         set_flag(&sh->ready);
@@ -191,23 +245,9 @@ CX_TEST(transition_readwrite_to_writer_held_to_readwrite_by_migrate)
         _exit(n == 3000 ? 0 : 2);
     }
     CX_CHECK_EQ_INT(wait_flag(&sh->ready, 10000), 0);
-    pid_t w1 = fork();
-    if (w1 == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int s = pi_space_open(sp.addr, NULL);
-        int w = pi_create("m2", s, PI_CREATE);
-        if (w < 0 || write_n(w, 0, 1500, 100) < 0)
-            _exit(2);
-        pi_writer_stats(w, &sh->wst);
-        long n = pi_migrate_out(w, 10000, sh->blob, sizeof sh->blob);
-        if (n <= 0)
-            _exit(3);
-        if (pi_write(w, "x", 1, NULL) != -1 || errno != EBADF)
-            _exit(4);
-        sh->blob_len = n;
-        set_flag(&sh->out_done);
-        _exit(0); /* the old process is gone */
-    }
+    pid_t w1 = fork_child();
+    if (w1 == 0)
+        writer_writes_then_migrates_out(sp.addr, "m2", 1500, &sh->wst, sh->blob, &sh->blob_len, &sh->out_done);
     CX_CHECK_EQ_INT(wait_flag(&sh->out_done, 20000), 0);
     CX_CHECK_EQ_INT(child_ok(w1), 0);
     CX_CHECK(sh->wst.direct == 1); /* it streamed to the reader directly */
@@ -219,9 +259,8 @@ CX_TEST(transition_readwrite_to_writer_held_to_readwrite_by_migrate)
     CX_CHECK_EQ_INT(pi_create("m2", s, PI_APPEND), -1);
     CX_CHECK_EQ_INT(errno, EBUSY);
     CX_CHECK(strstr(cx_errmsg(), "migrating"));
-    pid_t w2 = fork();
+    pid_t w2 = fork_child();
     if (w2 == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int s2 = pi_space_open(sp.addr, NULL);
         int w = pi_migrate_in(sh->blob, (size_t)sh->blob_len, s2);
         if (w < 0)
@@ -239,9 +278,7 @@ CX_TEST(transition_readwrite_to_writer_held_to_readwrite_by_migrate)
     CX_CHECK(sh->rst.from_writer > 0);
     CX_CHECK_EQ_INT(space_lookup(sp.addr, "m2", &in), 0);
     CX_CHECK(in.last_id == 3000 && in.ended);
-    pi_shutdown();
-    munmap(sh, sizeof *sh);
-    space_down(&sp);
+    migrate_test_end(&sp, sh);
 }
 
 /* ---- both ends move at about the same time ----------------------------------------- */
@@ -252,42 +289,18 @@ CX_TEST(reader_and_writer_migrate_together)
     CX_CHECK_EQ_INT(space_up(&sp), 0);
     struct shared *sh = shared_new();
     CX_CHECK(sh);
-    pid_t r1 = fork();
-    if (r1 == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int s = pi_space_open(sp.addr, NULL);
-        int r = pi_attach("m3", s);
-        set_flag(&sh->ready);
-        if (r < 0 || read_range(r, 0, 1400) < 0)
-            _exit(2);
-        long n = pi_migrate_out(r, 10000, sh->blob, sizeof sh->blob);
-        if (n <= 0)
-            _exit(3);
-        sh->blob_len = n;
-        set_flag(&sh->out_done);
-        _exit(0);
-    }
+    pid_t r1 = fork_child();
+    if (r1 == 0)
+        reader_reads_then_migrates_out(sh, sp.addr, "m3", 1400, 10000, 0);
     CX_CHECK_EQ_INT(wait_flag(&sh->ready, 10000), 0);
-    pid_t w1 = fork();
-    if (w1 == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int s = pi_space_open(sp.addr, NULL);
-        int w = pi_create("m3", s, PI_CREATE);
-        if (w < 0 || write_n(w, 0, 1500, 100) < 0)
-            _exit(2);
-        long n = pi_migrate_out(w, 10000, sh->blob2, sizeof sh->blob2);
-        if (n <= 0)
-            _exit(3);
-        sh->blob2_len = n;
-        set_flag(&sh->go2);
-        _exit(0);
-    }
+    pid_t w1 = fork_child();
+    if (w1 == 0)
+        writer_writes_then_migrates_out(sp.addr, "m3", 1500, &sh->wst, sh->blob2, &sh->blob2_len, &sh->go2);
     CX_CHECK_EQ_INT(child_ok(w1), 0);
     CX_CHECK_EQ_INT(child_ok(r1), 0);
     CX_CHECK(sh->out_done && sh->go2);
-    pid_t w2 = fork();
+    pid_t w2 = fork_child();
     if (w2 == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int s = pi_space_open(sp.addr, NULL);
         int w = pi_migrate_in(sh->blob2, (size_t)sh->blob2_len, s);
         if (w < 0 || wait_flag(&sh->in_done, 10000) < 0)
@@ -297,24 +310,14 @@ CX_TEST(reader_and_writer_migrate_together)
         pi_writer_stats(w, &sh->wst2);
         _exit(pi_close(w) == 0 ? 0 : 4);
     }
-    pid_t r2 = fork();
-    if (r2 == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int s = pi_space_open(sp.addr, NULL);
-        int r = pi_migrate_in(sh->blob, (size_t)sh->blob_len, s);
-        if (r < 0)
-            _exit(2);
-        set_flag(&sh->in_done);
-        long n = read_all(r, 1400, 3500, 20000);
-        pi_reader_stats(r, &sh->rst);
-        _exit(n == 2100 ? 0 : 3);
-    }
+    pid_t r2 = fork_child();
+    if (r2 == 0)
+        reader_migrates_in_and_reads(sh, sp.addr, 1400, 3500);
     CX_CHECK_EQ_INT(child_ok(r2), 0); /* exactly 1400..3499 */
     CX_CHECK_EQ_INT(child_ok(w2), 0);
     CX_CHECK_EQ_INT(sh->wst2.direct, 1); /* the new writer found the new reader */
     CX_CHECK(sh->rst.from_writer > 0);
-    munmap(sh, sizeof *sh);
-    space_down(&sp);
+    migrate_test_end(&sp, sh);
 }
 
 /* ---- the new side never comes: reader-held -> readwrite ends by time ----------------- */
@@ -325,22 +328,9 @@ CX_TEST(transition_reader_held_to_writing_by_hold_timeout)
     CX_CHECK_EQ_INT(space_up(&sp), 0);
     struct shared *sh = shared_new();
     CX_CHECK(sh);
-    pid_t r1 = fork();
-    if (r1 == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int s = pi_space_open(sp.addr, NULL);
-        int r = pi_attach("m4", s);
-        set_flag(&sh->ready);
-        if (r < 0 || read_range(r, 0, 300) < 0)
-            _exit(2);
-        long n = pi_migrate_out(r, 1500, sh->blob, sizeof sh->blob); /* held for 1.5 s */
-        if (n <= 0)
-            _exit(3);
-        sh->blob_len = n;
-        set_flag(&sh->out_done);
-        old_reader_linger(sh, blob_pipe_id(sh->blob));
-        _exit(0);
-    }
+    pid_t r1 = fork_child();
+    if (r1 == 0) /* held for 1.5 s */
+        reader_reads_then_migrates_out(sh, sp.addr, "m4", 300, 1500, 1);
     CX_CHECK_EQ_INT(wait_flag(&sh->ready, 10000), 0);
     int s = pi_space_open(sp.addr, NULL);
     int w = pi_create("m4", s, PI_CREATE);
@@ -362,23 +352,15 @@ CX_TEST(transition_reader_held_to_writing_by_hold_timeout)
     uint64_t total = i;
     printf("    %llu segments written, the reader held for 1.5 s from segment 300\n", (unsigned long long)total);
     /* the new side comes late, after the writer closed: it reads from the space */
-    pid_t r2 = fork();
-    if (r2 == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int s2 = pi_space_open(sp.addr, NULL);
-        int r = pi_migrate_in(sh->blob, (size_t)sh->blob_len, s2);
-        long n = r >= 0 ? read_all(r, 300, total, 20000) : -1;
-        pi_reader_stats(r, &sh->rst);
-        _exit(n == (long)(total - 300) ? 0 : 2);
-    }
+    pid_t r2 = fork_child();
+    if (r2 == 0)
+        reader_migrates_in_and_reads(sh, sp.addr, 300, total);
     CX_CHECK_EQ_INT(child_ok(r2), 0); /* nothing lost: 300..total-1 */
     CX_CHECK(sh->rst.from_space == total - 300 && sh->rst.from_writer == 0);
     set_flag(&sh->end);
     CX_CHECK_EQ_INT(child_ok(r1), 0);
     CX_CHECK_EQ_INT(sh->old_links, 0);
-    pi_shutdown();
-    munmap(sh, sizeof *sh);
-    space_down(&sp);
+    migrate_test_end(&sp, sh);
 }
 
 /* ---- the migrating writer's slot: kept, then freed by time ---------------------------- */
@@ -389,9 +371,8 @@ CX_TEST(transition_writer_held_to_writing_by_hold_timeout)
     CX_CHECK_EQ_INT(space_up(&sp), 0);
     struct shared *sh = shared_new();
     CX_CHECK(sh);
-    pid_t w1 = fork();
+    pid_t w1 = fork_child();
     if (w1 == 0) { /* two writers migrate out, held 1 s; their new sides come late */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int s = pi_space_open(sp.addr, NULL);
         int a = pi_create("m5a", s, PI_CREATE), b = pi_create("m5b", s, PI_CREATE);
         if (a < 0 || b < 0 || write_n(a, 0, 500, 0) < 0 || write_n(b, 0, 500, 0) < 0)
@@ -430,9 +411,7 @@ CX_TEST(transition_writer_held_to_writing_by_hold_timeout)
     printf("    stale writer blob: %s\n", cx_errmsg());
     r = pi_attach("m5b", s);
     CX_CHECK_EQ_INT(read_all(r, 0, 501, 10000), 501);
-    pi_shutdown();
-    munmap(sh, sizeof *sh);
-    space_down(&sp);
+    migrate_test_end(&sp, sh);
 }
 
 /* ---- bad input: clear errors, nothing lost -------------------------------------------- */
@@ -539,9 +518,8 @@ CX_TEST(reader_migrating_beside_another_reader_keeps_the_address)
     uint8_t blob[PI_MIGRATE_MAX];
     long n = pi_migrate_out(ra, 0, blob, sizeof blob);
     CX_CHECK(n > 0);
-    pid_t r2 = fork();
+    pid_t r2 = fork_child();
     if (r2 == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int s2 = pi_space_open(sp.addr, NULL);
         int r = pi_migrate_in(blob, (size_t)n, s2);
         _exit(r >= 0 && read_all(r, 100, 1000, 20000) == 900 ? 0 : 2);

@@ -32,6 +32,21 @@ static struct cx_space_server *start(const char *dir, enum cx_seg_fsync fsync)
     return s;
 }
 
+/* A fresh store in dir and a server on it: 0, or -1 (stderr says why). */
+static int start_fresh(char dir[64], enum cx_seg_fsync fsync, struct cx_space_server **s)
+{
+    if (!tmpdir_make(dir))
+        return -1;
+    *s = start(dir, fsync);
+    return *s ? 0 : -1;
+}
+
+static void stop_and_remove(struct cx_space_server *s, const char *dir)
+{
+    cx_space_server_stop(s);
+    tmpdir_remove(dir);
+}
+
 static void seg_bytes(uint64_t id, uint8_t *buf, size_t *len)
 {
     *len = (size_t)(id * 131 % 3000);
@@ -61,12 +76,36 @@ static int write_range(struct cx_space_client *c, uint32_t w, uint64_t from, uin
     return 0;
 }
 
+enum { ANY_FORMAT = -1 };
+
+/* Reads the next segments on read handle h and checks they are exactly from..to with
+ * write_range's contents (and, unless ANY_FORMAT, format), then, when then_end, that the pipe
+ * ends there (-EPIPE): 0, or -1 (stderr says where). */
+static int read_checked(struct cx_space_client *c, uint32_t h, uint64_t from, uint64_t to, long format,
+                        int then_end)
+{
+    uint8_t buf[4096];
+    struct cx_seg_info si;
+    for (uint64_t id = from; id <= to; id++) {
+        long n = cx_space_read_next(c, h, buf, sizeof buf, &si, 10000);
+        if (n < 0 || si.seg_id != id || (format != ANY_FORMAT && si.format != (uint64_t)format) || !check_seg(id, buf, n)) {
+            fprintf(stderr, "  read_checked: segment %llu: %ld (%s)\n", (unsigned long long)id, n, cx_errmsg());
+            return -1;
+        }
+    }
+    long n = then_end ? cx_space_read_next(c, h, buf, sizeof buf, &si, 10000) : -EPIPE;
+    if (n != -EPIPE) {
+        fprintf(stderr, "  read_checked: after %llu: %ld, not the end (-EPIPE)\n", (unsigned long long)to, n);
+        return -1;
+    }
+    return 0;
+}
+
 CX_TEST(names_over_tcp_and_udp)
 {
     char dir[64];
-    CX_CHECK(tmpdir_make(dir));
-    struct cx_space_server *s = start(dir, CX_SEG_FSYNC_NONE);
-    CX_CHECK(s);
+    struct cx_space_server *s;
+    CX_CHECK_EQ_INT(start_fresh(dir, CX_SEG_FSYNC_NONE, &s), 0);
     struct cx_space_client *c;
     CX_CHECK_EQ_INT(cx_space_connect(cx_space_server_addr(s), &c), 0);
     struct cx_space_pipe_info a, b;
@@ -89,8 +128,7 @@ CX_TEST(names_over_tcp_and_udp)
     /* UDP to a port where nobody answers: a clear timeout after the retries */
     CX_CHECK_EQ_INT(cx_space_udp_lookup("127.0.0.1:9", "x", 20, 3, &b), -ETIMEDOUT);
     cx_space_disconnect(c);
-    cx_space_server_stop(s);
-    tmpdir_remove(dir);
+    stop_and_remove(s, dir);
 }
 
 /* A datagram packing many LOOKUP frames gets every one answered, the replies packed into
@@ -98,9 +136,8 @@ CX_TEST(names_over_tcp_and_udp)
 CX_TEST(udp_datagram_of_many_lookups_gets_every_answer)
 {
     char dir[64];
-    CX_CHECK(tmpdir_make(dir));
-    struct cx_space_server *s = start(dir, CX_SEG_FSYNC_NONE);
-    CX_CHECK(s);
+    struct cx_space_server *s;
+    CX_CHECK_EQ_INT(start_fresh(dir, CX_SEG_FSYNC_NONE, &s), 0);
     struct cx_space_client *c;
     CX_CHECK_EQ_INT(cx_space_connect(cx_space_server_addr(s), &c), 0);
     enum { N = 40 };
@@ -157,8 +194,7 @@ CX_TEST(udp_datagram_of_many_lookups_gets_every_answer)
     CX_CHECK(datagrams >= 2 && datagrams < N); /* packed, and split to fit the MTU */
     close(fd);
     cx_space_disconnect(c);
-    cx_space_server_stop(s);
-    tmpdir_remove(dir);
+    stop_and_remove(s, dir);
 }
 
 /* A child process with an empty format registry decodes an event it has never seen the
@@ -166,9 +202,8 @@ CX_TEST(udp_datagram_of_many_lookups_gets_every_answer)
 CX_TEST(format_service_feeds_the_registry_of_another_process)
 {
     char dir[64];
-    CX_CHECK(tmpdir_make(dir));
-    struct cx_space_server *s = start(dir, CX_SEG_FSYNC_NONE);
-    CX_CHECK(s);
+    struct cx_space_server *s;
+    CX_CHECK_EQ_INT(start_fresh(dir, CX_SEG_FSYNC_NONE, &s), 0);
     const char *js = "{\"name\":\"reading\",\"fields\":[{\"name\":\"sensor\",\"type\":\"int32\"},"
                      "{\"name\":\"value\",\"type\":\"double\"},{\"name\":\"unit\",\"type\":\"string\"}]}";
     struct reading { int32_t sensor; double value; char *unit; } ev = {42, 2.5, "K"};
@@ -221,16 +256,14 @@ CX_TEST(format_service_feeds_the_registry_of_another_process)
     CX_CHECK_EQ_INT(cx_space_format_get(c, want, &bad, &bad_len), 0);
     free(bad);
     cx_space_disconnect(c);
-    cx_space_server_stop(s);
-    tmpdir_remove(dir);
+    stop_and_remove(s, dir);
 }
 
 CX_TEST(write_then_late_and_live_readers)
 {
     char dir[64];
-    CX_CHECK(tmpdir_make(dir));
-    struct cx_space_server *s = start(dir, CX_SEG_FSYNC_INTERVAL);
-    CX_CHECK(s);
+    struct cx_space_server *s;
+    CX_CHECK_EQ_INT(start_fresh(dir, CX_SEG_FSYNC_INTERVAL, &s), 0);
     struct cx_space_client *w, *r;
     CX_CHECK_EQ_INT(cx_space_connect(cx_space_server_addr(s), &w), 0);
     CX_CHECK_EQ_INT(cx_space_connect(cx_space_server_addr(s), &r), 0);
@@ -243,19 +276,11 @@ CX_TEST(write_then_late_and_live_readers)
     CX_CHECK_EQ_INT(cx_space_wait_acked(w, wh, 2000, 10000), 0);
     uint8_t buf[4096];
     struct cx_seg_info si;
-    for (uint64_t id = 1; id <= 2000; id++) {
-        long n = cx_space_read_next(r, live, buf, sizeof buf, &si, 10000);
-        CX_CHECK(n >= 0 && si.seg_id == id && si.format == 0x1234 && check_seg(id, buf, n));
-    }
-    CX_CHECK_EQ_INT(cx_space_read_next(r, live, buf, sizeof buf, &si, 10000), -EPIPE);
+    CX_CHECK_EQ_INT(read_checked(r, live, 1, 2000, 0x1234, 1), 0);
     /* a late reader seeks into the middle (pi_seek) */
     CX_CHECK_EQ_INT(cx_space_read_start(r, "stream", 1500, &late, &info), 0);
     CX_CHECK(info.last_id == 2000 && info.ended);
-    for (uint64_t id = 1500; id <= 2000; id++) {
-        long n = cx_space_read_next(r, late, buf, sizeof buf, &si, 10000);
-        CX_CHECK(n >= 0 && si.seg_id == id && check_seg(id, buf, n));
-    }
-    CX_CHECK_EQ_INT(cx_space_read_next(r, late, buf, sizeof buf, &si, 10000), -EPIPE);
+    CX_CHECK_EQ_INT(read_checked(r, late, 1500, 2000, ANY_FORMAT, 1), 0);
     /* a small buffer: told the size, the segment stays */
     uint32_t again;
     CX_CHECK_EQ_INT(cx_space_read_start(r, "stream", 2, &again, &info), 0);
@@ -268,16 +293,14 @@ CX_TEST(write_then_late_and_live_readers)
     CX_CHECK(st.segments_in == 2000 && st.segments_out >= 2000 + 501);
     cx_space_disconnect(w);
     cx_space_disconnect(r);
-    cx_space_server_stop(s);
-    tmpdir_remove(dir);
+    stop_and_remove(s, dir);
 }
 
 CX_TEST(create_append_replay_and_unlink_rules)
 {
     char dir[64];
-    CX_CHECK(tmpdir_make(dir));
-    struct cx_space_server *s = start(dir, CX_SEG_FSYNC_NONE);
-    CX_CHECK(s);
+    struct cx_space_server *s;
+    CX_CHECK_EQ_INT(start_fresh(dir, CX_SEG_FSYNC_NONE, &s), 0);
     struct cx_space_client *w, *o;
     CX_CHECK_EQ_INT(cx_space_connect(cx_space_server_addr(s), &w), 0);
     CX_CHECK_EQ_INT(cx_space_connect(cx_space_server_addr(s), &o), 0);
@@ -314,21 +337,14 @@ CX_TEST(create_append_replay_and_unlink_rules)
     CX_CHECK_EQ_INT(cx_space_end(w, wh, 150), 0);
     CX_CHECK_EQ_INT(cx_space_wait_acked(w, wh, 150, 10000), 0);
     uint32_t rh;
-    uint8_t buf[4096];
-    struct cx_seg_info si;
     CX_CHECK_EQ_INT(cx_space_read_start(o, "p", 0, &rh, &info), 0);
-    for (uint64_t id = 1; id <= 150; id++) {
-        long n = cx_space_read_next(o, rh, buf, sizeof buf, &si, 10000);
-        CX_CHECK(n >= 0 && si.seg_id == id && check_seg(id, buf, n));
-    }
-    CX_CHECK_EQ_INT(cx_space_read_next(o, rh, buf, sizeof buf, &si, 10000), -EPIPE);
+    CX_CHECK_EQ_INT(read_checked(o, rh, 1, 150, ANY_FORMAT, 1), 0);
     CX_CHECK_EQ_INT(cx_space_stop(w, wh), 0);
     CX_CHECK_EQ_INT(cx_space_unlink(o, "p", &info), 0);
     CX_CHECK_EQ_INT(cx_space_read_start(o, "p", 0, &rh, &info), -ENOENT);
     cx_space_disconnect(w);
     cx_space_disconnect(o);
-    cx_space_server_stop(s);
-    tmpdir_remove(dir);
+    stop_and_remove(s, dir);
 }
 
 struct got {
@@ -351,9 +367,8 @@ static void on_raw(void *arg, const struct cx_frame_hdr *f, const void *p, size_
 CX_TEST(bad_requests_get_clear_errors)
 {
     char dir[64];
-    CX_CHECK(tmpdir_make(dir));
-    struct cx_space_server *s = start(dir, CX_SEG_FSYNC_NONE);
-    CX_CHECK(s);
+    struct cx_space_server *s;
+    CX_CHECK_EQ_INT(start_fresh(dir, CX_SEG_FSYNC_NONE, &s), 0);
     struct cx_link *k;
     CX_CHECK_EQ_INT(cx_connect(cx_space_server_addr(s), &k), 0);
     uint8_t junk[] = {3, 9, 0, 0, 0, 0, 0xff, 0xff}; /* PUT with mode 9, truncated */
@@ -382,8 +397,7 @@ CX_TEST(bad_requests_get_clear_errors)
     struct cx_space_server_opts o = {.dir = dir, .quiet = 1, .udp = ""};
     struct cx_space_server *s2;
     CX_CHECK_EQ_INT(cx_space_server_start(&o, &s2), -EBUSY);
-    cx_space_server_stop(s);
-    tmpdir_remove(dir);
+    stop_and_remove(s, dir);
 }
 
 /* The server process is SIGKILLed while a writer streams with fsync=every: after a restart
@@ -443,17 +457,11 @@ CX_TEST(server_killed_acked_segments_survive)
     CX_CHECK_EQ_INT(cx_space_wait_acked(w, wh, 300, 10000), 0);
     uint32_t rh;
     CX_CHECK_EQ_INT(cx_space_read_start(w, "durable", 1, &rh, &info), 0);
-    for (uint64_t k = 1; k <= 300; k++) {
-        uint8_t buf[4096];
-        struct cx_seg_info si;
-        long n = cx_space_read_next(w, rh, buf, sizeof buf, &si, 10000);
-        CX_CHECK(n >= 0 && si.seg_id == k && check_seg(k, buf, n));
-    }
+    CX_CHECK_EQ_INT(read_checked(w, rh, 1, 300, ANY_FORMAT, 0), 0);
     printf("    acked before the kill: %llu of 250 sent; the restarted space held %llu\n",
            (unsigned long long)acked, (unsigned long long)held);
     cx_space_disconnect(w);
-    cx_space_server_stop(s);
-    tmpdir_remove(dir);
+    stop_and_remove(s, dir);
 }
 
 /* The next push for a writer handle (up to 2 s). */
@@ -473,9 +481,8 @@ static int next_event(struct cx_space_client *c, uint32_t h, struct cx_space_eve
 CX_TEST(migrate_holds_readers_and_writer_slots)
 {
     char dir[64];
-    CX_CHECK(tmpdir_make(dir));
-    struct cx_space_server *s = start(dir, CX_SEG_FSYNC_NONE);
-    CX_CHECK(s);
+    struct cx_space_server *s;
+    CX_CHECK_EQ_INT(start_fresh(dir, CX_SEG_FSYNC_NONE, &s), 0);
     const char *sa = cx_space_server_addr(s);
     struct cx_space_client *w, *r, *o, *n;
     CX_CHECK_EQ_INT(cx_space_connect(sa, &w), 0);
@@ -534,8 +541,7 @@ CX_TEST(migrate_holds_readers_and_writer_slots)
     cx_space_disconnect(w);
     cx_space_disconnect(o);
     cx_space_disconnect(n);
-    cx_space_server_stop(s);
-    tmpdir_remove(dir);
+    stop_and_remove(s, dir);
 }
 
 CX_TEST_MAIN()
