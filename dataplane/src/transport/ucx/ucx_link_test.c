@@ -6,6 +6,7 @@
  * within seconds. Same UCX_TLS defaults as ucx_test.c. The killed peer is this binary run
  * again with CX_UCX_LINK_TEST_SINK=<address> (UCX state does not survive fork). */
 #include "transport/conformance.h"
+#include "testutil/ucx_test_env.h"
 
 #ifdef CX_HAVE_UCX
 #include "transport/ucx/cx_ucx_int.h"
@@ -18,8 +19,7 @@ extern char **environ;
 
 static const char *ready(void)
 {
-    setenv("UCX_NET_DEVICES", "lo", 0);
-    setenv("UCX_TLS", "tcp,posix,sysv,self", 0); /* not cma: see ucx_test.c */
+    ucx_test_env();
     if (!getenv("UCX_LOG_LEVEL"))
         ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_ERROR;
     return NULL;

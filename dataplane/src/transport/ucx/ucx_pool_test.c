@@ -3,6 +3,7 @@
  * cannot be mapped. */
 #include "common/cx_error.h"
 #include "common/cx_test.h"
+#include "testutil/ucx_test_env.h"
 
 #ifdef CX_HAVE_UCX
 #include "transport/ucx/cx_ucx_pool.h"
@@ -13,8 +14,7 @@ static ucp_context_h context(void)
 {
     static ucp_context_h ctx;
     if (!ctx) {
-        setenv("UCX_NET_DEVICES", "lo", 0);
-        setenv("UCX_TLS", "tcp,posix,sysv,self", 0);
+        ucx_test_env();
         if (!getenv("UCX_LOG_LEVEL"))
             ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_ERROR;
         ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM};

@@ -2,6 +2,7 @@
  * set them, the tests use UCX_TLS=tcp,posix,sysv,self and UCX_NET_DEVICES=lo (loopback
  * only). Run with e.g. UCX_TLS=tcp or UCX_TLS=posix,self to test one transport. */
 #include "transport/conformance.h"
+#include "testutil/ucx_test_env.h"
 
 #ifdef CX_HAVE_UCX
 #include <ucs/config/global_opts.h>
@@ -9,10 +10,7 @@ extern const struct cx_driver_ops cx_ucx_ops;
 #define UCX_OPS (&cx_ucx_ops)
 static const char *ready(void)
 {
-    setenv("UCX_NET_DEVICES", "lo", 0);
-    /* not cma: without peer-failure support UCX aborts the process when a peer dies in
-     * the middle of a process_vm_readv (see README) */
-    setenv("UCX_TLS", "tcp,posix,sysv,self", 0);
+    ucx_test_env();
     /* a killed peer leaves requests that UCX lists one by one, as warnings, when the
      * survivor's worker is destroyed; UCX_LOG_LEVEL is read before main, so lower it here */
     if (!getenv("UCX_LOG_LEVEL"))
