@@ -12,8 +12,9 @@
  * receiver in place (no copy on receive): a SHORT record (a 24-byte header, struct
  * short_hdr: no ack, not a fragment, the common case) or a MSG record (the encoded
  * 48-byte cx_frame header) and the payload. Both are checked on receipt as a frame header
- * from the network is (type, flags, lengths); a record of another kind breaks the link. A larger message is streamed as CHUNK records, each carrying the message's
- * header and the next piece; the receiver assembles them. The sender copies into the ring
+ * from the network is (type, flags, lengths); a record of another kind breaks the link.
+ * A larger message is streamed as CHUNK records, each carrying the message's header and
+ * the next piece; the receiver assembles them. The sender copies into the ring
  * (the one copy); what does not fit yet is queued and flushed by progress.
  *
  * Wake-up: the receiver polls; before the engine blocks it sets reader_idle in its ring
@@ -131,8 +132,8 @@ static uint64_t hot_size(void)
 
 /* The asymmetric Dekker of the rings' wake-up (cx_spsc_ring.h): every process with shm
  * links registers for membarrier's GLOBAL_EXPEDITED, so an end about to sleep runs a full
- * barrier on the other process's threads, and the busy ends commit and free without one. Where the
- * kernel or a seccomp profile lacks it, both ends fence as before. */
+ * barrier on the other process's threads, and the busy ends commit and free without one.
+ * Where the kernel or a seccomp profile lacks it, both ends fence as before. */
 static int membar_ok;
 static pthread_once_t membar_once = PTHREAD_ONCE_INIT;
 static void membar_setup(void)

@@ -14,8 +14,9 @@
  * then stores the header with release order, and only then advances tail. The consumer
  * polls the header word at its head (acquire) and never reads tail on that path, so a
  * small record costs the consumer the record's own cache lines only. Records start on a
- * 64-byte cache line (the header word first), so one of up to 56 body bytes is one line. A header that is not
- * zero but claims a record past the ring's end is corruption (-EPROTO). One 8-byte word
+ * 64-byte cache line (the header word first), so one of up to 56 body bytes is one line.
+ * A header that is not zero but claims a record past the ring's end is corruption
+ * (-EPROTO). One 8-byte word
  * stays free after the newest record (the zero), so the usable room is capacity - 8.
  *
  * The ring also carries two idle flags for the wake-up protocol of the shm driver: the

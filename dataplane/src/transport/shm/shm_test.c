@@ -26,9 +26,10 @@ CX_DECLARE_TRANSPORT_TESTS(shm, &cx_shm_ops, mkaddr, NULL)
 static int ring_pair(uint8_t *mem, uint64_t cap, struct cx_spsc_ring *p, struct cx_spsc_ring *c)
 {
     memset(mem, 0, CX_RING_CTL_SIZE + cap);
-    cx_spsc_ring_init((struct cx_ring_ctl *)(void *)mem, cap);
-    int rc = cx_spsc_ring_attach(p, (struct cx_ring_ctl *)(void *)mem, mem + CX_RING_CTL_SIZE, cap);
-    return rc < 0 ? rc : cx_spsc_ring_attach(c, (struct cx_ring_ctl *)(void *)mem, mem + CX_RING_CTL_SIZE, cap);
+    struct cx_ring_ctl *ctl = (void *)mem;
+    cx_spsc_ring_init(ctl, cap);
+    int rc = cx_spsc_ring_attach(p, ctl, mem + CX_RING_CTL_SIZE, cap);
+    return rc < 0 ? rc : cx_spsc_ring_attach(c, ctl, mem + CX_RING_CTL_SIZE, cap);
 }
 
 struct ring_seen { uint32_t next; int bad; };
@@ -187,11 +188,17 @@ static void two_threads_across_laps(int *cx_failed, int *cx_skipped, uint64_t ho
     CX_CHECK(cx_spsc_ring_empty(&c));
 }
 
-CX_TEST(ring_two_threads_records_in_order_across_laps) { two_threads_across_laps(cx_failed, cx_skipped, 0); }
+CX_TEST(ring_two_threads_records_in_order_across_laps)
+{
+    two_threads_across_laps(cx_failed, cx_skipped, 0);
+}
 
 /* The same with a hot window of 2 KiB in the 16 KiB ring: records up to 1 KiB start over
  * early, larger ones and those of a lagging consumer go on through the lap. */
-CX_TEST(ring_two_threads_in_order_with_a_hot_window) { two_threads_across_laps(cx_failed, cx_skipped, 2048); }
+CX_TEST(ring_two_threads_in_order_with_a_hot_window)
+{
+    two_threads_across_laps(cx_failed, cx_skipped, 2048);
+}
 
 /* The hot window: while the consumer keeps up, small records stay in the ring's first
  * bytes lap after lap; when it lags, the whole ring fills as without the window; a record
