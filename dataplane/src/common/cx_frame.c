@@ -183,6 +183,31 @@ void cx_frame_encode_unchecked(const struct cx_frame_hdr *h, uint8_t out[CX_FRAM
     encode(h, out, 1);
 }
 
+/* The checks of a header's fields, whatever carried them: a known type, lengths within
+ * the limit and consistent with the fragment fields. */
+static inline int fields_check(const struct cx_frame_hdr *h)
+{
+    uint8_t type = h->type, flags = h->flags;
+    uint32_t length = h->length, frag_offset = h->frag_offset, msg_length = h->msg_length;
+    if (__builtin_expect(type < CX_FRAME_DATA || type > CX_FRAME_LOOKUP, 0))
+        return cx_err_set(EPROTO, "frame: unknown type %u", type);
+    if (__builtin_expect(msg_length > CX_FRAME_MAX_MSG || length > msg_length, 0))
+        return cx_err_set(EMSGSIZE, "frame: length %u of message %u exceeds the %u-byte limit",
+                          length, msg_length, CX_FRAME_MAX_MSG);
+    if (!(flags & CX_FRAME_F_FRAG)) {
+        if (__builtin_expect(length != msg_length, 0))
+            return cx_err_set(EPROTO,
+                              "frame: unfragmented frame with length %u != message length %u",
+                              length, msg_length);
+    } else if ((uint64_t)frag_offset + length > msg_length) {
+        return cx_err_set(EMSGSIZE, "frame: fragment [%u, +%u) lies outside its %u-byte message",
+                          frag_offset, length, msg_length);
+    }
+    return 0;
+}
+
+int cx_frame_fields_check(const struct cx_frame_hdr *h) { return fields_check(h); }
+
 static inline int decode(const uint8_t *in, size_t avail, struct cx_frame_hdr *h, int local)
 {
     if (avail < CX_FRAME_HDR_SIZE)
@@ -219,21 +244,7 @@ static inline int decode(const uint8_t *in, size_t avail, struct cx_frame_hdr *h
     h->length = length;
     h->frag_offset = frag_offset;
     h->msg_length = msg_length;
-    if (__builtin_expect(type < CX_FRAME_DATA || type > CX_FRAME_LOOKUP, 0))
-        return cx_err_set(EPROTO, "frame: unknown type %u", type);
-    if (__builtin_expect(msg_length > CX_FRAME_MAX_MSG || length > msg_length, 0))
-        return cx_err_set(EMSGSIZE, "frame: length %u of message %u exceeds the %u-byte limit",
-                          length, msg_length, CX_FRAME_MAX_MSG);
-    if (!(flags & CX_FRAME_F_FRAG)) {
-        if (__builtin_expect(length != msg_length, 0))
-            return cx_err_set(EPROTO,
-                              "frame: unfragmented frame with length %u != message length %u",
-                              length, msg_length);
-    } else if ((uint64_t)frag_offset + length > msg_length) {
-        return cx_err_set(EMSGSIZE, "frame: fragment [%u, +%u) lies outside its %u-byte message",
-                          frag_offset, length, msg_length);
-    }
-    return 0;
+    return fields_check(h);
 }
 
 int cx_frame_decode(const uint8_t *in, size_t avail, struct cx_frame_hdr *h)

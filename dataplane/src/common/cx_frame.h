@@ -99,6 +99,12 @@ int cx_frame_decode(const uint8_t *in, size_t avail, struct cx_frame_hdr *h);
  * header without it is checked as by cx_frame_decode. */
 int cx_frame_decode_local(const uint8_t *in, size_t avail, struct cx_frame_hdr *h);
 
+/* The checks cx_frame_decode makes of a decoded header's fields, for a header that came
+ * another way (shm's short record): a known type, msg_length within CX_FRAME_MAX_MSG,
+ * length equal to it or, for a fragment, the fragment inside it. 0, or -EPROTO / -EMSGSIZE
+ * with cx_errmsg() set. */
+int cx_frame_fields_check(const struct cx_frame_hdr *h);
+
 /* The hdr_check value of hdr[0..44). portable = 0 takes the fastest code this CPU has (what
  * encode and decode use); portable = 1 forces the table code every machine runs. Both give
  * the same value; exposed so tests can prove it and benchmarks can compare them. */

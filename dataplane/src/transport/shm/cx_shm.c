@@ -512,24 +512,18 @@ static int shm_send(struct cx_link *k, const struct cx_frame_hdr *h, const struc
         hh.msg_length = (uint32_t)len, hh.frag_offset = 0;
     /* the common case, nothing queued and one record: the header is written straight
      * into the ring (no copy of it from the stack), the short one when it says it all */
-    if (cx_txq_len(&s->txq) == 0 && !(hh.flags & SHORT_FLAGS_NOT) && !hh.ack &&
-        len <= cx_spsc_ring_max_body(&s->tx) - SHORT_HDR_SIZE) {
-        struct short_hdr *p = cx_spsc_ring_try_claim(&s->tx, REC_SHORT, SHORT_HDR_SIZE + len);
+    int brief = !(hh.flags & SHORT_FLAGS_NOT) && !hh.ack;
+    uint32_t hlen = brief ? SHORT_HDR_SIZE : CX_FRAME_HDR_SIZE;
+    if (cx_txq_len(&s->txq) == 0 && len <= cx_spsc_ring_max_body(&s->tx) - hlen) {
+        uint8_t *p = cx_spsc_ring_try_claim(&s->tx, brief ? REC_SHORT : REC_MSG, hlen + len);
         if (p) {
-            *p = (struct short_hdr){.type = hh.type, .flags = hh.flags, .channel = hh.channel,
-                                    .seq = hh.seq, .format = hh.format};
-            gather((uint8_t *)(p + 1), iov, iovcnt);
-            cx_spsc_ring_commit(&s->tx);
-            s->wake_peer |= cx_spsc_ring_take_reader_idle(&s->tx);
-            flush_wake(s);
-            return 0;
-        }
-    } else if (cx_txq_len(&s->txq) == 0 &&
-               len <= cx_spsc_ring_max_body(&s->tx) - CX_FRAME_HDR_SIZE) {
-        uint8_t *p = cx_spsc_ring_try_claim(&s->tx, REC_MSG, CX_FRAME_HDR_SIZE + len);
-        if (p) {
-            cx_frame_encode_unchecked(&hh, p);
-            gather(p + CX_FRAME_HDR_SIZE, iov, iovcnt);
+            if (brief)
+                *(struct short_hdr *)(void *)p = (struct short_hdr){
+                    .type = hh.type, .flags = hh.flags, .channel = hh.channel, .seq = hh.seq,
+                    .format = hh.format};
+            else
+                cx_frame_encode_unchecked(&hh, p);
+            gather(p + hlen, iov, iovcnt);
             cx_spsc_ring_commit(&s->tx);
             s->wake_peer |= cx_spsc_ring_take_reader_idle(&s->tx);
             flush_wake(s);
@@ -563,19 +557,22 @@ static size_t shm_pending(struct cx_link *k)
 }
 
 /* A short record (struct short_hdr): the header it stands for, checked as a full one is
- * (type, flags, length), then the message in place. */
+ * (cx_frame_fields_check: type, lengths), then the message in place. */
 static void on_short(struct shm_link *s, const uint8_t *body, uint32_t len)
 {
     const struct short_hdr *sh = (const void *)body; /* records are 8-aligned */
-    uint32_t n = len - SHORT_HDR_SIZE;
-    if (len < SHORT_HDR_SIZE || sh->zero || (sh->flags & SHORT_FLAGS_NOT) ||
-        sh->type < CX_FRAME_DATA || sh->type > CX_FRAME_LOOKUP || n > CX_FRAME_MAX_MSG) {
+    if (len < SHORT_HDR_SIZE || sh->zero || (sh->flags & SHORT_FLAGS_NOT)) {
         s->failed = -EPROTO;
         return;
     }
+    uint32_t n = len - SHORT_HDR_SIZE;
     struct cx_frame_hdr h = {.type = sh->type, .flags = sh->flags, .channel = sh->channel,
                              .seq = sh->seq, .format = sh->format, .length = n,
                              .msg_length = n};
+    if (cx_frame_fields_check(&h) < 0) {
+        s->failed = -EPROTO;
+        return;
+    }
     s->fn(s->fn_arg, &h, body + SHORT_HDR_SIZE, n);
 }
 
