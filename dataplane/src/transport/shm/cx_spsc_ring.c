@@ -150,15 +150,22 @@ void cx_spsc_ring_set_barrier(struct cx_spsc_ring *r, enum cx_ring_role role, in
     __atomic_store_n(announce, barrier != NULL, __ATOMIC_SEQ_CST);
 }
 
+/* The busy end's half of the wake-up handshake: after its stores (a commit, a new head),
+ * whether the other end asked to be woken, clearing the flag. Dekker: those stores, then
+ * this load; the other end's barrier orders them for us when it arms (cx_spsc_ring.h), and
+ * a stale 0 in `announced` only costs the fence. */
+static int take_idle(struct cx_spsc_ring *r, uint32_t *idle, const uint32_t *announced)
+{
+    if (!r->registered || !__atomic_load_n(announced, __ATOMIC_RELAXED))
+        atomic_thread_fence(memory_order_seq_cst);
+    if (!__atomic_load_n(idle, __ATOMIC_RELAXED))
+        return 0;
+    return __atomic_exchange_n(idle, 0, __ATOMIC_SEQ_CST) != 0;
+}
+
 int cx_spsc_ring_take_reader_idle(struct cx_spsc_ring *r)
 {
-    /* Dekker: the commit's stores, then this load. The consumer's barrier orders them for
-     * us when it arms (cx_spsc_ring.h); a stale 0 here only costs the fence. */
-    if (!r->registered || !__atomic_load_n(&r->ctl->consumer_barrier, __ATOMIC_RELAXED))
-        atomic_thread_fence(memory_order_seq_cst);
-    if (!__atomic_load_n(&r->ctl->reader_idle, __ATOMIC_RELAXED))
-        return 0;
-    return __atomic_exchange_n(&r->ctl->reader_idle, 0, __ATOMIC_SEQ_CST) != 0;
+    return take_idle(r, &r->ctl->reader_idle, &r->ctl->consumer_barrier);
 }
 
 int cx_spsc_ring_read(struct cx_spsc_ring *r, cx_ring_handler handler, void *clientd, int limit)
@@ -188,12 +195,7 @@ int cx_spsc_ring_read(struct cx_spsc_ring *r, cx_ring_handler handler, void *cli
 
 int cx_spsc_ring_take_writer_idle(struct cx_spsc_ring *r)
 {
-    /* Dekker: the new head, then this load; the producer's barrier orders them for us */
-    if (!r->registered || !__atomic_load_n(&r->ctl->producer_barrier, __ATOMIC_RELAXED))
-        atomic_thread_fence(memory_order_seq_cst);
-    if (!__atomic_load_n(&r->ctl->writer_idle, __ATOMIC_RELAXED))
-        return 0;
-    return __atomic_exchange_n(&r->ctl->writer_idle, 0, __ATOMIC_SEQ_CST) != 0;
+    return take_idle(r, &r->ctl->writer_idle, &r->ctl->producer_barrier);
 }
 
 int cx_spsc_ring_empty(const struct cx_spsc_ring *r)
@@ -201,13 +203,26 @@ int cx_spsc_ring_empty(const struct cx_spsc_ring *r)
     return LOAD_ACQ(&r->ctl->tail) == r->ctl->head;
 }
 
+/* The arming end's half of the handshake: raise its flag, fence, and run its barrier, the
+ * other end's fence when that end skips it: after this the other end's stores so far are
+ * visible and its next look at the flag sees the 1. 0, or -EAGAIN with the flag withdrawn
+ * when the barrier failed. */
+static int raise_idle(struct cx_spsc_ring *r, uint32_t *idle)
+{
+    __atomic_store_n(idle, 1, __ATOMIC_SEQ_CST);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (r->barrier && r->barrier() < 0) {
+        __atomic_store_n(idle, 0, __ATOMIC_SEQ_CST);
+        return -EAGAIN;
+    }
+    return 0;
+}
+
 int cx_spsc_ring_reader_arm(struct cx_spsc_ring *r)
 {
-    __atomic_store_n(&r->ctl->reader_idle, 1, __ATOMIC_SEQ_CST);
-    atomic_thread_fence(memory_order_seq_cst);
-    /* the producer's half of the handshake, when it commits without a fence: after this,
-     * its commits so far are visible and its next look at reader_idle sees the 1 */
-    if ((r->barrier && r->barrier() < 0) || !cx_spsc_ring_empty(r)) {
+    if (raise_idle(r, &r->ctl->reader_idle) < 0)
+        return -EAGAIN;
+    if (!cx_spsc_ring_empty(r)) {
         __atomic_store_n(&r->ctl->reader_idle, 0, __ATOMIC_SEQ_CST);
         return -EAGAIN;
     }
@@ -216,12 +231,8 @@ int cx_spsc_ring_reader_arm(struct cx_spsc_ring *r)
 
 int cx_spsc_ring_writer_arm(struct cx_spsc_ring *r, size_t len)
 {
-    __atomic_store_n(&r->ctl->writer_idle, 1, __ATOMIC_SEQ_CST);
-    atomic_thread_fence(memory_order_seq_cst);
-    if (r->barrier && r->barrier() < 0) { /* the consumer's half, as in reader_arm */
-        __atomic_store_n(&r->ctl->writer_idle, 0, __ATOMIC_SEQ_CST);
+    if (raise_idle(r, &r->ctl->writer_idle) < 0)
         return -EAGAIN;
-    }
     /* worst case with padding (at most rec - 8) and the zeroed word after it: 2 x rec */
     uint64_t need = 2 * ALIGN_REC(CX_RING_REC_HDR + len);
     uint64_t used = r->ctl->tail - __atomic_load_n(&r->ctl->head, __ATOMIC_SEQ_CST);
