@@ -198,16 +198,17 @@ int main(int argc, char **argv)
 {
     struct bench_opts o;
     int bind = 0;
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--bind") == 0 || strcmp(argv[i], "--read") == 0) {
-            /* ours; bench_parse knows the rest */
-            if (argv[i][2] == 'b')
-                bind = 1;
-            else
-                g_read = 1, g_peer = "conflux-read";
-            memmove(argv + i, argv + i + 1, (size_t)(argc - i) * sizeof *argv);
-            argc--, i--;
-        }
+    for (int i = 1; i < argc; i++) { /* ours, taken out; bench_parse knows the rest */
+        int *flag = strcmp(argv[i], "--bind") == 0 ? &bind
+                    : strcmp(argv[i], "--read") == 0 ? &g_read : NULL;
+        if (!flag)
+            continue;
+        *flag = 1;
+        memmove(argv + i, argv + i + 1, (size_t)(argc - i) * sizeof *argv);
+        argc--, i--;
+    }
+    if (g_read)
+        g_peer = "conflux-read";
     if (bench_parse(argc, argv, 1, &o) < 0)
         return 2;
     int p[2];

@@ -5,9 +5,10 @@
  * to its activity: a poll that found work makes it due every round; each empty poll of a
  * source costing more than 1 doubles its interval up to 8 x its cost, so a costly source
  * (a TCP socket, cost 8) is polled up to 64 x less often than a shared-memory ring while it
- * is quiet; a cost-1 source (a memory load) is due every round. Between rounds the idle strategy (cx_idle.h) spins,
- * yields, sleeps and finally blocks in epoll on the sources' fds after arming them, so an
- * idle process uses no CPU; an fd that fires makes its source due at once.
+ * is quiet; a cost-1 source (a memory load) is due every round. Between rounds the idle
+ * strategy (cx_idle.h) spins, yields, sleeps and finally blocks in epoll on the sources'
+ * fds after arming them, so an idle process uses no CPU; an fd that fires makes its
+ * source due at once.
  *
  *     struct cx_engine *e;
  *     cx_engine_create(&cx_idle_block, &e);
