@@ -353,7 +353,9 @@ layers_dpdk() { # <link> <switch socket or ""> <addr of the space or ""> <pre-co
 }
 space_up() { # [pre-command...] -> the space server's address on stdout (its pid in $lsp)
   local ip=127.0.0.1; [ $# -gt 0 ] && ip=10.80.0.1
-  rm -rf "$tmp/lspace"; mkdir -p "$tmp/lspace"
+  # the last server's "listening" line goes first: the new one truncates the file only once
+  # its background shell runs, and the wait below could read the old address before that
+  rm -rf "$tmp/lspace" "$tmp/lspace.out"; mkdir -p "$tmp/lspace"
   "$@" "$CONFLUXD" --role=space --dir="$tmp/lspace" --listen=tcp://$ip:0 --fsync=none --quiet \
     >"$tmp/lspace.out" 2>"$tmp/lspace.err" & lsp=$!; pids+=("$lsp")
   for _ in $(seq 100); do grep -q '^listening' "$tmp/lspace.out" 2>/dev/null && break; sleep 0.05; done
