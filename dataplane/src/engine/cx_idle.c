@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+static void spin_idle(struct cx_idle_state *st, int work, struct cx_engine *e);
+
 void cx_idle_state_init(struct cx_idle_state *st)
 {
     memset(st, 0, sizeof *st);
@@ -15,14 +17,27 @@ void cx_idle_state_init(struct cx_idle_state *st)
     st->yields = 100;
     st->min_sleep_ns = 1000;
     st->max_sleep_ns = 1000000;
-    st->spin_ns = CX_IDLE_SPIN_NS;
+    st->spin_ns = cx_idle_spin_ns();
+}
+
+uint64_t cx_idle_spin_ns(void)
+{
     const char *env = getenv("CONFLUX_SPIN_US"); /* a host with idle cores may spin longer */
     if (env && *env) {
         char *end;
         unsigned long us = strtoul(env, &end, 10);
         if (!*end && us <= 1000000)
-            st->spin_ns = us * 1000;
+            return us * 1000;
     }
+    return CX_IDLE_SPIN_NS;
+}
+
+void cx_idle_spin_until(uint64_t start_ns, uint64_t spin_ns)
+{
+    if (spin_ns <= CX_IDLE_SPIN_NS || cx_idle_now_ns() - start_ns < CX_IDLE_YIELD_AFTER_NS)
+        spin_idle(NULL, 0, NULL);
+    else
+        sched_yield(); /* a long spin: let a peer sharing this core run */
 }
 
 uint64_t cx_idle_now_ns(void)
@@ -109,10 +124,7 @@ static void block_idle(struct cx_idle_state *st, int work, struct cx_engine *e)
     if (!st->spin_start_ns)
         st->spin_start_ns = now;
     if (now - st->spin_start_ns < st->spin_ns) {
-        if (st->spin_ns <= CX_IDLE_SPIN_NS || now - st->spin_start_ns < CX_IDLE_YIELD_AFTER_NS)
-            spin_idle(st, work, NULL);
-        else
-            sched_yield(); /* a long spin: let a peer sharing this core run */
+        cx_idle_spin_until(st->spin_start_ns, st->spin_ns);
         return;
     }
     st->blocks++;

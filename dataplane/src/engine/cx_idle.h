@@ -52,5 +52,12 @@ extern const struct cx_idle_strategy cx_idle_block;
 /* Monotonic nanoseconds (the clock the strategies and cx_engine_drive use). */
 uint64_t cx_idle_now_ns(void);
 void cx_idle_state_init(struct cx_idle_state *st);
+/* The spin window of a thread that waits for a peer before it blocks: CONFLUX_SPIN_US
+ * microseconds (0..1000000) or CX_IDLE_SPIN_NS. The engine's block strategy and the
+ * sidecar's call slot both use it. */
+uint64_t cx_idle_spin_ns(void);
+/* One pause of a spin that began at start_ns and lasts spin_ns: a CPU pause, or, once a
+ * long spin is past CX_IDLE_YIELD_AFTER_NS, sched_yield. */
+void cx_idle_spin_until(uint64_t start_ns, uint64_t spin_ns);
 
 #endif

@@ -4,6 +4,7 @@
 #endif
 #include "sidecar/cx_sc_client.h"
 #include "common/cx_error.h"
+#include "engine/cx_idle.h"
 #include "format/cx_codec.h"
 #include "format/cx_format.h"
 #include "format/cx_format_registry.h"
@@ -13,6 +14,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,8 @@ struct conn {
     void *map;
     size_t maplen;
     struct cx_sc_ring to_sc, from_sc;
+    struct cx_sc_slot *slot; /* calls: the call slot after the rings */
+    uint32_t seq;            /* calls: the number of the last request made */
     struct conn *next;
 };
 
@@ -192,7 +196,7 @@ static int conn_open(int kind, struct conn **out)
     }
     uint64_t cap = (uint64_t)rep.a[0];
     struct stat st;
-    c->maplen = 2 * cx_sc_ring_span(cap);
+    c->maplen = 2 * cx_sc_ring_span(cap) + CX_SC_SLOT_SPAN;
     if (memfd < 0 || fstat(memfd, &st) < 0 || (uint64_t)st.st_size != c->maplen) {
         rc = cx_err_set(EPROTO, "sidecar sent no shared region or one of the wrong size");
         goto error;
@@ -208,6 +212,7 @@ static int conn_open(int kind, struct conn **out)
         rc = cx_err_set(EPROTO, "the sidecar's rings are malformed");
         goto error;
     }
+    c->slot = (struct cx_sc_slot *)((uint8_t *)c->map + 2 * cx_sc_ring_span(cap));
     close(memfd);
     *out = c;
     return 0;
@@ -271,6 +276,16 @@ struct bulk {
 
 static void fill_copy(void *arg, void *dst, size_t len) { memcpy(dst, arg, len); }
 
+/* How long a caller polls for its reply before it sleeps (read once). */
+static uint64_t spin_ns(void)
+{
+    static _Atomic uint64_t ns = UINT64_MAX;
+    uint64_t v = atomic_load_explicit(&ns, memory_order_relaxed);
+    if (v == UINT64_MAX)
+        atomic_store_explicit(&ns, v = cx_idle_spin_ns(), memory_order_relaxed);
+    return v;
+}
+
 /* One request and its reply. Returns rep->rc (>= 0) or a negative errno with cx_errmsg()
  * set to the sidecar's message. */
 static int64_t call(struct cx_sc_req *q, const struct bulk *b, struct cx_sc_rep *rep)
@@ -295,18 +310,18 @@ static int64_t call(struct cx_sc_req *q, const struct bulk *b, struct cx_sc_rep 
         cx_sc_ring_commit(&c->to_sc);
         q->bulk = 1;
     }
-    if (send(c->fd, q, CX_SC_REQ_HDR + q->slen, MSG_NOSIGNAL) < 0) {
-        pool_put(c, 1);
-        return cx_err_set(ECONNRESET, "sidecar at %s: %s", g.path, strerror(errno));
-    }
-    ssize_t n;
-    do
-        n = recv(c->fd, rep, sizeof *rep, 0);
-    while (n < 0 && errno == EINTR);
-    if (n < (ssize_t)CX_SC_REP_HDR || rep->slen >= CX_SC_STR_MAX || (size_t)n != CX_SC_REP_HDR + rep->slen) {
+    memcpy(&c->slot->req, q, CX_SC_REQ_HDR + q->slen);
+    cx_sc_bell_ring(&c->slot->req_bell, ++c->seq, c->fd);
+    if (cx_sc_bell_wait(&c->slot->rep_bell, c->seq - 1, c->fd, spin_ns()) < 0) {
         pool_put(c, 1);
         return cx_err_set(ECONNRESET, "sidecar at %s: connection lost", g.path);
     }
+    memcpy(rep, &c->slot->rep, CX_SC_REP_HDR);
+    if (rep->slen >= CX_SC_STR_MAX || atomic_load(&c->slot->rep_bell.seq) != c->seq) {
+        pool_put(c, 1);
+        return cx_err_set(EPROTO, "sidecar at %s: malformed reply", g.path);
+    }
+    memcpy(rep->s, c->slot->rep.s, rep->slen);
     rep->s[rep->slen] = 0;
     if (rep->bulk) {
         uint32_t type;

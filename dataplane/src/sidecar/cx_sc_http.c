@@ -19,22 +19,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static const char *op_names[CX_SC_OP_MAX] = {
-    [CX_SC_FORMAT_PUT] = "format_put", [CX_SC_FORMAT_GET] = "format_get",
-    [CX_SC_SPACE_OPEN] = "space_open", [CX_SC_SPACE_CLOSE] = "space_close",
-    [CX_SC_PI_CREATE] = "pi_create",   [CX_SC_PI_ATTACH] = "pi_attach",
-    [CX_SC_PI_WRITE] = "pi_write",     [CX_SC_PI_READ] = "pi_read",
-    [CX_SC_PI_CLOSE] = "pi_close",     [CX_SC_PI_DETACH] = "pi_detach",
-    [CX_SC_PI_SEEK] = "pi_seek",       [CX_SC_PI_TELL] = "pi_tell",
-    [CX_SC_PI_UNLINK] = "pi_unlink",   [CX_SC_PI_STATS] = "pi_reader_stats",
-    [CX_SC_PI_ABANDON] = "pi_abandon",
-    [CX_SC_CTX] = "chan_ctx",          [CX_SC_CHAN_CREATE] = "chan_create",
-    [CX_SC_CHAN_OPEN] = "chan_open",   [CX_SC_CHAN_CLOSE] = "chan_close",
-    [CX_SC_SOURCE] = "chan_source",    [CX_SC_SUBMIT] = "chan_submit",
-    [CX_SC_SOURCE_CLOSE] = "chan_source_close", [CX_SC_SINK] = "chan_sink",
-    [CX_SC_SINK_CLOSE] = "chan_sink_close", [CX_SC_SINK_ERROR] = "chan_sink_error",
-    [CX_SC_CHAN_STATS] = "chan_stats", [CX_SC_WAIT_MEMBERS] = "chan_wait_members",
-};
+#define CX_SC_OP_NAME(name, code, label) [CX_SC_##name] = label,
+const char *const cx_sc_op_names[CX_SC_OP_MAX] = {CX_SC_OPS(CX_SC_OP_NAME)};
+#undef CX_SC_OP_NAME
 
 /* A Prometheus label value: backslash, quote and newline escaped. */
 static const char *lv(char *out, size_t cap, const char *s)
@@ -232,31 +219,31 @@ static void render_metrics(struct cx_sidecar *sc, FILE *o)
 
     counter(o, "conflux_sidecar_requests_total", "Application requests served, by call.");
     for (int i = 0; i < CX_SC_OP_MAX; i++)
-        if (op_names[i] && sc->ops[i].count)
-            fprintf(o, "conflux_sidecar_requests_total{op=\"%s\"} %llu\n", op_names[i],
+        if (cx_sc_op_names[i] && sc->ops[i].count)
+            fprintf(o, "conflux_sidecar_requests_total{op=\"%s\"} %llu\n", cx_sc_op_names[i],
                     (unsigned long long)sc->ops[i].count);
     counter(o, "conflux_sidecar_request_errors_total", "Application requests that failed, by call.");
     for (int i = 0; i < CX_SC_OP_MAX; i++)
-        if (op_names[i] && sc->ops[i].count)
-            fprintf(o, "conflux_sidecar_request_errors_total{op=\"%s\"} %llu\n", op_names[i],
+        if (cx_sc_op_names[i] && sc->ops[i].count)
+            fprintf(o, "conflux_sidecar_request_errors_total{op=\"%s\"} %llu\n", cx_sc_op_names[i],
                     (unsigned long long)sc->ops[i].errors);
     fprintf(o, "# HELP conflux_sidecar_request_duration_seconds Time the sidecar took to serve a "
                "request (from its arrival to the reply), by call.\n"
                "# TYPE conflux_sidecar_request_duration_seconds histogram\n");
     for (int i = 0; i < CX_SC_OP_MAX; i++) {
-        if (!op_names[i] || !sc->ops[i].count)
+        if (!cx_sc_op_names[i] || !sc->ops[i].count)
             continue;
         uint64_t cum = 0;
         for (int k = 0; k < SC_LAT_BUCKETS; k++) {
             cum += sc->ops[i].bucket[k];
             fprintf(o, "conflux_sidecar_request_duration_seconds_bucket{op=\"%s\",le=\"%g\"} %llu\n",
-                    op_names[i], cx__sc_lat_bounds[k], (unsigned long long)cum);
+                    cx_sc_op_names[i], cx__sc_lat_bounds[k], (unsigned long long)cum);
         }
         fprintf(o, "conflux_sidecar_request_duration_seconds_bucket{op=\"%s\",le=\"+Inf\"} %llu\n",
-                op_names[i], (unsigned long long)sc->ops[i].count);
-        fprintf(o, "conflux_sidecar_request_duration_seconds_sum{op=\"%s\"} %.9f\n", op_names[i],
+                cx_sc_op_names[i], (unsigned long long)sc->ops[i].count);
+        fprintf(o, "conflux_sidecar_request_duration_seconds_sum{op=\"%s\"} %.9f\n", cx_sc_op_names[i],
                 (double)sc->ops[i].sum_ns / 1e9);
-        fprintf(o, "conflux_sidecar_request_duration_seconds_count{op=\"%s\"} %llu\n", op_names[i],
+        fprintf(o, "conflux_sidecar_request_duration_seconds_count{op=\"%s\"} %llu\n", cx_sc_op_names[i],
                 (unsigned long long)sc->ops[i].count);
     }
 }

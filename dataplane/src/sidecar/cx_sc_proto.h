@@ -7,10 +7,16 @@
  * sidecar, each of capacity a0 of the reply. Every connection of one application shares its
  * session id; when the last one closes, the sidecar closes what the session left open.
  *
- * Calls connections carry one request at a time: a request whose `bulk` is 1 has its
- * payload (a segment, an event, a format description) in ring 0; a reply whose `bulk` is 1
- * has its payload (a segment read, a description) in ring 1, released by the application
- * before its next request. The events connection carries no requests after the hello: the
+ * Calls connections carry one call at a time, in the call slot after the two rings
+ * (struct cx_sc_slot): the application writes the request into the slot and rings the
+ * request bell; the sidecar answers into the slot and rings the reply bell (cx_sc_bell.h:
+ * each side polls for a while, then sleeps on the socket, and a wake-up byte is sent only
+ * to a sleeper), so a call made while the sidecar is polling costs no system call. A request
+ * whose `bulk` is 1 has its payload (a segment, an event, a format description) in ring 0;
+ * a reply whose `bulk` is 1 has its payload (a segment read, a description) in ring 1,
+ * released by the application before its next request. After the hello the socket carries
+ * only wake-up bytes and, by closing, the end of the connection. The events connection
+ * carries no requests after the hello: the
  * sidecar appends CX_SC_REC_EVENT records for the session's sinks to its ring 1 and sends a
  * one-byte wake-up message when the application waits (cx_sc_ring_prepare_wait); the other
  * way, the application appends CX_SC_REC_SUBMIT records to its ring 0.
@@ -23,46 +29,55 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CX_SC_PROTO_VERSION 1
+#include "sidecar/cx_sc_bell.h"
+
+#define CX_SC_PROTO_VERSION 2
 #define CX_SC_STR_MAX 4096 /* longest string in a request or a reply */
 
 enum cx_sc_conn { CX_SC_CONN_CALLS = 0, CX_SC_CONN_EVENTS = 1 };
 
-enum cx_sc_op {
-    CX_SC_HELLO = 1,
-    CX_SC_FORMAT_PUT = 2,   /* bulk: a description; -> a0 token */
-    CX_SC_FORMAT_GET = 3,   /* a0 token -> bulk description */
-    /* pipes (../pipe/cx_pipe.h); a0.. as the call's arguments, s = name or address */
-    CX_SC_SPACE_OPEN = 10,  /* s addr, a0 timeout_ms (0 = default), a1 window -> rc space */
-    CX_SC_SPACE_CLOSE = 11, /* a0 space */
-    CX_SC_PI_CREATE = 12,   /* s name, a0 space, a1 mode -> rc descriptor */
-    CX_SC_PI_ATTACH = 13,   /* s name, a0 space -> rc descriptor */
-    CX_SC_PI_WRITE = 14,    /* a0 d, a1 len, a2 token (0 raw); bulk segment -> rc */
-    CX_SC_PI_READ = 15,     /* a0 d, a1 len, a2 token (0 raw), a3 timeout (-1) -> rc, bulk */
-    CX_SC_PI_CLOSE = 16,
-    CX_SC_PI_DETACH = 17,
-    CX_SC_PI_SEEK = 18,     /* a0 d, a1 segment */
-    CX_SC_PI_TELL = 19,
-    CX_SC_PI_UNLINK = 20,   /* s name, a0 space */
-    CX_SC_PI_STATS = 21,    /* a0 d -> a0..a3 from_space, from_writer, duplicates, spilled;
-                             * rc = reconnects */
-    CX_SC_PI_ABANDON = 22,  /* a0 d */
-    /* channels (../channel/cx_chan.h); handles are the sidecar's */
-    CX_SC_CTX = 30,         /* -> s the sidecar's channel address */
-    CX_SC_CHAN_CREATE = 31, /* a0 format token (0 untyped), a1 mode, a2 queue -> a0 handle,
-                             * s id */
-    CX_SC_CHAN_OPEN = 32,   /* s id, a0 timeout -> a0 handle, a1 format token, a2 mode, s id */
-    CX_SC_CHAN_CLOSE = 33,  /* a0 handle */
-    CX_SC_SOURCE = 34,      /* a0 channel, a1 token -> a0 source handle */
-    CX_SC_SUBMIT = 35,      /* a0 source, a1 timeout (-2 = no wait), bulk: the event encoded */
-    CX_SC_SOURCE_CLOSE = 36,
-    CX_SC_SINK = 37,        /* a0 channel, a1 token, a2 projection token, s filter -> a0 sink */
-    CX_SC_SINK_CLOSE = 38,
-    CX_SC_SINK_ERROR = 39,  /* a0 sink -> s text */
-    CX_SC_CHAN_STATS = 40,  /* a0 channel -> bulk struct cx_chan_stats */
-    CX_SC_WAIT_MEMBERS = 41,/* a0 channel, a1 sources, a2 sinks, a3 timeout */
-    CX_SC_OP_MAX = 42,
-};
+/* The operations: X(NAME, code, metrics label) -- one row each; the enum (CX_SC_<NAME>) and
+ * the label table (cx_sc_op_names) are made from it. Each row's comment gives the request's
+ * arguments (a0.. as the call's, s = name or address) -> the reply's. */
+#define CX_SC_OPS(X)                                                                          \
+    X(HELLO, 1, "hello")                      /* see above */                                \
+    X(FORMAT_PUT, 2, "format_put")            /* bulk: a description -> a0 token */          \
+    X(FORMAT_GET, 3, "format_get")            /* a0 token -> bulk description */             \
+    /* pipes (../pipe/cx_pipe.h) */                                                          \
+    X(SPACE_OPEN, 10, "space_open")           /* s addr, a0 timeout_ms, a1 window -> rc */   \
+    X(SPACE_CLOSE, 11, "space_close")         /* a0 space */                                 \
+    X(PI_CREATE, 12, "pi_create")             /* s name, a0 space, a1 mode -> rc d */        \
+    X(PI_ATTACH, 13, "pi_attach")             /* s name, a0 space -> rc d */                 \
+    X(PI_WRITE, 14, "pi_write")               /* a0 d, a1 len, a2 token; bulk -> rc */       \
+    X(PI_READ, 15, "pi_read")                 /* a0 d, a1 len, a2 token, a3 timeout -> bulk */ \
+    X(PI_CLOSE, 16, "pi_close")                                                              \
+    X(PI_DETACH, 17, "pi_detach")                                                            \
+    X(PI_SEEK, 18, "pi_seek")                 /* a0 d, a1 segment */                         \
+    X(PI_TELL, 19, "pi_tell")                                                                \
+    X(PI_UNLINK, 20, "pi_unlink")             /* s name, a0 space */                         \
+    X(PI_STATS, 21, "pi_reader_stats")        /* a0 d -> a0..a3, rc = reconnects */          \
+    X(PI_ABANDON, 22, "pi_abandon")           /* a0 d */                                     \
+    /* channels (../channel/cx_chan.h); handles are the sidecar's */                         \
+    X(CTX, 30, "chan_ctx")                    /* -> s the sidecar's channel address */       \
+    X(CHAN_CREATE, 31, "chan_create")         /* a0 token, a1 mode, a2 queue -> a0, s id */  \
+    X(CHAN_OPEN, 32, "chan_open")             /* s id, a0 timeout -> a0, a1 token, a2 mode */ \
+    X(CHAN_CLOSE, 33, "chan_close")           /* a0 handle */                                \
+    X(SOURCE, 34, "chan_source")              /* a0 channel, a1 token -> a0 source */        \
+    X(SUBMIT, 35, "chan_submit")              /* a0 source, a1 timeout (-2 no wait); bulk */ \
+    X(SOURCE_CLOSE, 36, "chan_source_close")                                                 \
+    X(SINK, 37, "chan_sink")                  /* a0 chan, a1 token, a2 proj, s filter -> a0 */ \
+    X(SINK_CLOSE, 38, "chan_sink_close")                                                     \
+    X(SINK_ERROR, 39, "chan_sink_error")      /* a0 sink -> s text */                        \
+    X(CHAN_STATS, 40, "chan_stats")           /* a0 channel -> bulk struct cx_chan_stats */  \
+    X(WAIT_MEMBERS, 41, "chan_wait_members")  /* a0 chan, a1 sources, a2 sinks, a3 timeout */
+
+#define CX_SC_OP_ENUM(name, code, label) CX_SC_##name = code,
+enum cx_sc_op { CX_SC_OPS(CX_SC_OP_ENUM) CX_SC_OP_MAX };
+#undef CX_SC_OP_ENUM
+
+/* Metrics labels by op code (NULL where no op has that code). */
+extern const char *const cx_sc_op_names[CX_SC_OP_MAX];
+
 
 /* Records: DATA (a request's or reply's payload), EVENT (to a sink, ring 1 of the events
  * connection), SUBMIT (ring 0 of the events connection: a uint64 source handle then the
@@ -89,6 +104,18 @@ struct cx_sc_rep {
 
 #define CX_SC_REQ_HDR (offsetof(struct cx_sc_req, s))
 #define CX_SC_REP_HDR (offsetof(struct cx_sc_rep, s))
+
+/* The call slot of a connection's region, after its two rings: the one call in flight.
+ * Each side copies what it reads out of the slot before checking it (the other process can
+ * write the slot at any time). */
+struct cx_sc_slot {
+    struct cx_sc_bell req_bell; /* rung by the application: its request's number */
+    struct cx_sc_bell rep_bell; /* rung by the sidecar: the number of the request answered */
+    struct cx_sc_req req;
+    struct cx_sc_rep rep;
+};
+
+#define CX_SC_SLOT_SPAN ((sizeof(struct cx_sc_slot) + 4095) & ~(size_t)4095)
 
 /* An event for a sink, in ring 1 of the events connection: this header, the wire form
  * (wire_len bytes, cx_codec.h) then the source's address (from_len bytes). */

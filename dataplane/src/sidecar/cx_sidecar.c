@@ -6,6 +6,7 @@
 #endif
 #include "sidecar/cx_sidecar_int.h"
 #include "common/cx_error.h"
+#include "engine/cx_idle.h"
 #include "sidecar/cx_sc_log.h"
 
 #include <arpa/inet.h>
@@ -85,7 +86,7 @@ static int conn_hello(struct sc_conn *c, const struct cx_sc_req *q)
         goto error;
     }
     uint64_t cap = sc->o.ring_size;
-    c->maplen = 2 * cx_sc_ring_span(cap);
+    c->maplen = 2 * cx_sc_ring_span(cap) + CX_SC_SLOT_SPAN;
     if ((memfd = memfd_create("conflux-rings", MFD_CLOEXEC)) < 0 ||
         ftruncate(memfd, (off_t)c->maplen) < 0) {
         rc = cx_err_set(errno, "shared region of %zu bytes: %s", c->maplen, strerror(errno));
@@ -99,6 +100,7 @@ static int conn_hello(struct sc_conn *c, const struct cx_sc_req *q)
     }
     cx_sc_ring_init(&c->in, c->map, cap);
     cx_sc_ring_init(&c->out, (uint8_t *)c->map + cx_sc_ring_span(cap), cap);
+    c->slot = (struct cx_sc_slot *)((uint8_t *)c->map + 2 * cx_sc_ring_span(cap));
     c->kind = (int)q->a[1];
     pthread_mutex_lock(&sc->mu);
     struct sc_session *s = sc->sessions;
@@ -183,13 +185,57 @@ static void events_loop(struct sc_conn *c)
     }
 }
 
+/* Copies the request out of the slot (the application may write it meanwhile) and checks
+ * it. 0, or -EPROTO. */
+static int take_request(struct sc_conn *c, struct cx_sc_req *q)
+{
+    memcpy(q, &c->slot->req, CX_SC_REQ_HDR);
+    if (q->slen >= CX_SC_STR_MAX)
+        return -EPROTO;
+    memcpy(q->s, c->slot->req.s, q->slen);
+    q->s[q->slen] = 0;
+    return 0;
+}
+
+/* A calls connection after its hello: waits on the request bell (polling, then asleep on
+ * the socket), runs each request and answers in the slot, until the application hangs up. */
+static void calls_loop(struct sc_conn *c, struct cx_sc_req *q, struct cx_sc_rep *rep)
+{
+    struct cx_sidecar *sc = c->sc;
+    uint64_t spin_ns = cx_idle_spin_ns();
+    for (;;) {
+        int64_t d = cx_sc_bell_wait(&c->slot->req_bell, c->seq, c->fd, spin_ns);
+        if (d < 0)
+            return;
+        if (d != 1 || take_request(c, q) < 0) {
+            cx_sc_log("warn", "malformed request: connection closed", "\"step\":%lld", (long long)d);
+            return;
+        }
+        uint64_t t0 = cx__sc_now_ns();
+        memset(rep, 0, CX_SC_REP_HDR);
+        void *bulk = NULL;
+        size_t blen = 0;
+        uint32_t type;
+        if (q->bulk && (cx_sc_ring_peek(&c->in, &type, &bulk, &blen) <= 0 || type != CX_SC_REC_DATA)) {
+            cx_sc_log("warn", "request names a payload the ring does not hold", "\"op\":%u", q->op);
+            return;
+        }
+        cx_err_clear();
+        cx__sc_handle(c, q, bulk, blen, rep);
+        if (q->bulk)
+            cx_sc_ring_release(&c->in);
+        op_account(sc, q->op, cx__sc_now_ns() - t0, rep->rc < 0);
+        memcpy(&c->slot->rep, rep, CX_SC_REP_HDR + rep->slen);
+        cx_sc_bell_ring(&c->slot->rep_bell, ++c->seq, c->fd);
+    }
+}
+
 static void *conn_main(void *arg)
 {
     struct sc_conn *c = arg;
     struct cx_sidecar *sc = c->sc;
     struct cx_sc_req *q = malloc(sizeof *q);
     struct cx_sc_rep *rep = malloc(sizeof *rep);
-    int hello = 0;
     for (;;) {
         if (!q || !rep)
             break;
@@ -200,40 +246,17 @@ static void *conn_main(void *arg)
             break;
         if ((size_t)n < CX_SC_REQ_HDR || q->slen != (size_t)n - CX_SC_REQ_HDR ||
             q->slen >= CX_SC_STR_MAX) {
-            cx_sc_log("warn", "malformed request: connection closed", "\"bytes\":%zd", n);
+            cx_sc_log("warn", "malformed hello: connection closed", "\"bytes\":%zd", n);
             break;
         }
         q->s[q->slen] = 0;
-        if (!hello) {
-            if (conn_hello(c, q) < 0)
-                break;
-            hello = 1;
-            if (c->kind == CX_SC_CONN_EVENTS) {
-                events_loop(c);
-                break;
-            }
-            continue;
-        }
-        if (c->kind != CX_SC_CONN_CALLS) {
+        if (conn_hello(c, q) < 0)
+            break;
+        if (c->kind == CX_SC_CONN_EVENTS)
             events_loop(c);
-            break;
-        }
-        uint64_t t0 = cx__sc_now_ns();
-        memset(rep, 0, CX_SC_REP_HDR);
-        void *bulk = NULL;
-        size_t blen = 0;
-        uint32_t type;
-        if (q->bulk && (cx_sc_ring_peek(&c->in, &type, &bulk, &blen) <= 0 || type != CX_SC_REC_DATA)) {
-            cx_sc_log("warn", "request names a payload the ring does not hold", "\"op\":%u", q->op);
-            break;
-        }
-        cx_err_clear();
-        cx__sc_handle(c, q, bulk, blen, rep);
-        if (q->bulk)
-            cx_sc_ring_release(&c->in);
-        op_account(sc, q->op, cx__sc_now_ns() - t0, rep->rc < 0);
-        if (send_rep(c->fd, rep, -1) < 0)
-            break;
+        else
+            calls_loop(c, q, rep);
+        break;
     }
     free(q);
     free(rep);

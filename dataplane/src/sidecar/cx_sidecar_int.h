@@ -47,6 +47,8 @@ struct sc_conn {
     void *map;
     size_t maplen;
     struct cx_sc_ring in, out;   /* ring 0 (from the app), ring 1 (to the app) */
+    struct cx_sc_slot *slot;     /* the call slot, after the rings */
+    uint32_t seq;                /* calls: the number of the last request answered */
     pthread_t thr;
     struct sc_conn *next;
 };
