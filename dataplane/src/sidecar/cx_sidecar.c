@@ -1,5 +1,6 @@
-/* The sidecar's server: the Unix socket, one thread per application connection, the
- * shared-memory region each connection gets, sessions, start and stop. The calls
+/* The sidecar's server: the Unix socket, what each application connection does when the
+ * engine (cx_sc_engine.c) hands it over, the shared-memory region each connection gets,
+ * sessions, start and stop. The calls
  * themselves are in cx_sc_ops.c, the HTTP endpoint in cx_sc_http.c. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -16,6 +17,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,24 +166,35 @@ static void on_submit_rec(void *arg, uint32_t type, void *p, size_t len)
         cx__sc_submit_async(arg, p, len);
 }
 
-/* An events connection: runs the submits the application streams into ring 0, sleeping on
- * the socket when there are none (the application wakes it); ends when it closes. */
-static void events_loop(struct sc_conn *c)
+/* Reads what woke the connection: wake-up bytes (dropped) or the end. 0, or -ECONNRESET. */
+static int drain_socket(struct sc_conn *c)
 {
     char b[64];
+    for (;;) {
+        ssize_t n = recv(c->fd, b, sizeof b, MSG_DONTWAIT);
+        if (n > 0)
+            continue;
+        if (n < 0 && errno == EINTR)
+            continue;
+        return n < 0 && errno == EAGAIN ? 0 : -ECONNRESET;
+    }
+}
+
+/* An events connection: runs the submits the application streams into ring 0; when there
+ * are none it announces that it waits (the application then sends a byte) and gives the
+ * connection back to the engine. */
+static int events_step(struct sc_conn *c)
+{
+    cx_sc_ring_done_wait(&c->in);
     for (;;) {
         if (cx_sc_ring_read(&c->in, on_submit_rec, c, 256))
             continue;
         if (cx_sc_ring_broken(&c->in)) {
             cx_sc_log("warn", "an application broke its events ring: connection closed", NULL);
-            return;
+            return 0;
         }
-        if (!cx_sc_ring_prepare_wait(&c->in))
-            continue;
-        ssize_t n = recv(c->fd, b, sizeof b, 0);
-        cx_sc_ring_done_wait(&c->in);
-        if (n == 0 || (n < 0 && errno != EINTR))
-            return;
+        if (cx_sc_ring_prepare_wait(&c->in))
+            return 1;
     }
 }
 
@@ -197,19 +210,30 @@ static int take_request(struct sc_conn *c, struct cx_sc_req *q)
     return 0;
 }
 
-/* A calls connection after its hello: waits on the request bell (polling, then asleep on
- * the socket), runs each request and answers in the slot, until the application hangs up. */
-static void calls_loop(struct sc_conn *c, struct cx_sc_req *q, struct cx_sc_rep *rep)
+/* A calls connection: runs requests as the application rings for them, polling for the
+ * next one for the spin window; then announces that it sleeps and gives the connection back
+ * to the engine (the application's next ring sends a byte). 1, or 0 when it must close. */
+static int calls_step(struct sc_conn *c, struct cx_sc_req *q, struct cx_sc_rep *rep)
 {
     struct cx_sidecar *sc = c->sc;
     uint64_t spin_ns = cx_idle_spin_ns();
     for (;;) {
-        int64_t d = cx_sc_bell_wait(&c->slot->req_bell, c->seq, c->fd, spin_ns);
-        if (d < 0)
-            return;
-        if (d != 1 || take_request(c, q) < 0) {
-            cx_sc_log("warn", "malformed request: connection closed", "\"step\":%lld", (long long)d);
-            return;
+        uint32_t now = atomic_load_explicit(&c->slot->req_bell.seq, memory_order_acquire);
+        if (now == c->seq) {
+            uint64_t t0 = cx__sc_now_ns();
+            while (now == c->seq && cx__sc_now_ns() - t0 < spin_ns) {
+                cx_idle_spin_until(t0, spin_ns);
+                now = atomic_load_explicit(&c->slot->req_bell.seq, memory_order_acquire);
+            }
+            if (now == c->seq) {
+                if (cx_sc_bell_arm(&c->slot->req_bell, c->seq))
+                    return 1;
+                now = atomic_load_explicit(&c->slot->req_bell.seq, memory_order_acquire);
+            }
+        }
+        if (now != c->seq + 1 || take_request(c, q) < 0) {
+            cx_sc_log("warn", "malformed request: connection closed", "\"op\":%u", c->slot->req.op);
+            return 0;
         }
         uint64_t t0 = cx__sc_now_ns();
         memset(rep, 0, CX_SC_REP_HDR);
@@ -218,7 +242,7 @@ static void calls_loop(struct sc_conn *c, struct cx_sc_req *q, struct cx_sc_rep 
         uint32_t type;
         if (q->bulk && (cx_sc_ring_peek(&c->in, &type, &bulk, &blen) <= 0 || type != CX_SC_REC_DATA)) {
             cx_sc_log("warn", "request names a payload the ring does not hold", "\"op\":%u", q->op);
-            return;
+            return 0;
         }
         cx_err_clear();
         cx__sc_handle(c, q, bulk, blen, rep);
@@ -230,36 +254,45 @@ static void calls_loop(struct sc_conn *c, struct cx_sc_req *q, struct cx_sc_rep 
     }
 }
 
-static void *conn_main(void *arg)
+/* The first message: the hello. 1 (served), 0 (close), or 1 with nothing read yet. */
+static int hello_step(struct sc_conn *c, struct cx_sc_req *q)
 {
-    struct sc_conn *c = arg;
-    struct cx_sidecar *sc = c->sc;
-    struct cx_sc_req *q = malloc(sizeof *q);
-    struct cx_sc_rep *rep = malloc(sizeof *rep);
-    for (;;) {
-        if (!q || !rep)
-            break;
-        ssize_t n = recv(c->fd, q, sizeof *q, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        if ((size_t)n < CX_SC_REQ_HDR || q->slen != (size_t)n - CX_SC_REQ_HDR ||
-            q->slen >= CX_SC_STR_MAX) {
-            cx_sc_log("warn", "malformed hello: connection closed", "\"bytes\":%zd", n);
-            break;
-        }
-        q->s[q->slen] = 0;
-        if (conn_hello(c, q) < 0)
-            break;
-        if (c->kind == CX_SC_CONN_EVENTS)
-            events_loop(c);
-        else
-            calls_loop(c, q, rep);
-        break;
+    ssize_t n = recv(c->fd, q, sizeof *q, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return 1;
+    if (n <= 0)
+        return 0;
+    if ((size_t)n < CX_SC_REQ_HDR || q->slen != (size_t)n - CX_SC_REQ_HDR || q->slen >= CX_SC_STR_MAX) {
+        cx_sc_log("warn", "malformed hello: connection closed", "\"bytes\":%zd", n);
+        return 0;
     }
-    free(q);
-    free(rep);
+    q->s[q->slen] = 0;
+    if (conn_hello(c, q) < 0)
+        return 0;
+    c->hello_done = 1;
+    return 1;
+}
+
+/* Per worker thread: a request and a reply (4 KiB strings: not on every connection). */
+static _Thread_local struct {
+    struct cx_sc_req q;
+    struct cx_sc_rep rep;
+} tl_msg;
+
+int cx__sc_conn_serve(struct sc_conn *c)
+{
+    if (!c->hello_done)
+        return hello_step(c, &tl_msg.q) && (!c->hello_done || cx__sc_conn_serve(c));
+    if (drain_socket(c) < 0)
+        return 0;
+    if (c->kind == CX_SC_CONN_EVENTS)
+        return events_step(c);
+    return calls_step(c, &tl_msg.q, &tl_msg.rep);
+}
+
+void cx__sc_conn_close(struct sc_conn *c)
+{
+    struct cx_sidecar *sc = c->sc;
     /* gone: the events connection stops taking events, the last one ends the session */
     struct sc_session *s = c->sess;
     int last = 0;
@@ -287,59 +320,19 @@ static void *conn_main(void *arg)
         free(s);
     }
     pthread_mutex_lock(&sc->mu);
-    for (struct sc_conn **pp = &sc->conns; *pp; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        sc->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
     sc->nconns--;
     pthread_cond_broadcast(&sc->cv);
     pthread_mutex_unlock(&sc->mu);
     if (c->map)
         munmap(c->map, c->maplen);
-    close(c->fd);
+    close(c->fd); /* closing removes it from the engine's set */
     free(c);
-    return NULL;
-}
-
-static void *acceptor_main(void *arg)
-{
-    struct cx_sidecar *sc = arg;
-    struct pollfd pf[2] = {{.fd = sc->lfd, .events = POLLIN}, {.fd = sc->stop_pipe[0], .events = POLLIN}};
-    while (!sc->stopping) {
-        if (poll(pf, 2, -1) < 0)
-            continue;
-        if (pf[1].revents || sc->stopping)
-            break;
-        int fd = accept4(sc->lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0)
-            continue;
-        struct sc_conn *c = calloc(1, sizeof *c);
-        if (!c) {
-            close(fd);
-            continue;
-        }
-        c->sc = sc;
-        c->fd = fd;
-        pthread_mutex_lock(&sc->mu);
-        c->next = sc->conns;
-        sc->conns = c;
-        sc->nconns++;
-        pthread_mutex_unlock(&sc->mu);
-        pthread_attr_t at;
-        pthread_attr_init(&at);
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&c->thr, &at, conn_main, c) != 0) {
-            pthread_mutex_lock(&sc->mu);
-            sc->conns = c->next;
-            sc->nconns--;
-            pthread_mutex_unlock(&sc->mu);
-            close(fd);
-            free(c);
-        }
-        pthread_attr_destroy(&at);
-    }
-    return NULL;
 }
 
 /* ---- start and stop ---- */
@@ -408,7 +401,7 @@ int cx_sidecar_start(const struct cx_sidecar_opts *o, struct cx_sidecar **out)
         return cx_err_set(ENOMEM, "sidecar");
     int rc;
     sc->o = *o;
-    sc->lfd = sc->hfd = sc->stop_pipe[0] = sc->stop_pipe[1] = -1;
+    sc->lfd = sc->hfd = sc->stop_pipe[0] = sc->stop_pipe[1] = sc->epfd = sc->spare_fd = -1;
     pthread_mutex_init(&sc->mu, NULL);
     pthread_cond_init(&sc->cv, NULL);
     snprintf(sc->socket, sizeof sc->socket, "%s", o->socket);
@@ -444,14 +437,13 @@ int cx_sidecar_start(const struct cx_sidecar_opts *o, struct cx_sidecar **out)
         goto error;
     if ((sc->lfd = rc = listen_unix(sc->socket)) < 0)
         goto error;
-    if ((rc = -pthread_create(&sc->acceptor, NULL, acceptor_main, sc)) < 0) {
-        rc = cx_err_set(-rc, "acceptor thread");
+    if ((rc = cx__sc_engine_start(sc)) < 0)
         goto error;
-    }
     sc->ready = 1;
     *out = sc;
     return 0;
 error:
+    cx__sc_engine_stop(sc, 0);
     if (sc->lfd >= 0) {
         close(sc->lfd);
         unlink(sc->socket);
@@ -474,12 +466,10 @@ void cx_sidecar_stop(struct cx_sidecar *sc)
         return;
     sc->ready = 0;
     sc->stopping = 1;
-    if (write(sc->stop_pipe[1], "x", 1) < 0) { /* the acceptor also polls `stopping` */
-    }
-    pthread_join(sc->acceptor, NULL);
+    cx__sc_engine_stop_accepting(sc);
     close(sc->lfd);
     unlink(sc->socket);
-    /* disconnect the applications: their threads close what the sessions left open */
+    /* disconnect the applications: the engine closes what the sessions left open */
     pthread_mutex_lock(&sc->mu);
     for (struct sc_conn *c = sc->conns; c; c = c->next)
         shutdown(c->fd, SHUT_RDWR);
@@ -490,6 +480,7 @@ void cx_sidecar_stop(struct cx_sidecar *sc)
     }
     int left = sc->nconns;
     pthread_mutex_unlock(&sc->mu);
+    left += cx__sc_engine_stop(sc, left ? 0 : 5);
     cx__sc_http_stop(sc);
     close(sc->stop_pipe[0]);
     close(sc->stop_pipe[1]);

@@ -49,8 +49,9 @@ struct sc_conn {
     struct cx_sc_ring in, out;   /* ring 0 (from the app), ring 1 (to the app) */
     struct cx_sc_slot *slot;     /* the call slot, after the rings */
     uint32_t seq;                /* calls: the number of the last request answered */
-    pthread_t thr;
-    struct sc_conn *next;
+    int hello_done;
+    struct sc_conn *next, *prev; /* every connection (cx_sidecar.conns) */
+    struct sc_conn *qnext;       /* the engine's work queue */
 };
 
 struct sc_session {
@@ -77,7 +78,14 @@ struct cx_sidecar {
     char *declared[3];           /* copies of inputs, outputs, channels */
     int lfd, hfd;
     int stop_pipe[2];
-    pthread_t acceptor, http_thr;
+    pthread_t http_thr;
+    /* the engine (cx_sc_engine.c) */
+    int epfd, spare_fd, engine_on;
+    pthread_t engine;
+    pthread_mutex_t qmu;         /* the work queue and the worker counts */
+    pthread_cond_t qcv;
+    struct sc_conn *qhead, *qtail;
+    int qlen, workers, idle_workers, engine_stopping;
     int http_on;
     atomic_int stopping;
     atomic_int ready;            /* the socket listens */
@@ -101,6 +109,18 @@ void cx__sc_handle(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
 void cx__sc_submit_async(struct sc_conn *c, const void *rec, size_t len);
 /* Closes everything session `id` left open (called with no lock held). */
 void cx__sc_session_close_all(struct cx_sidecar *sc, uint64_t id);
+
+/* cx_sidecar.c: serves a connection the engine found readable until it has no more work
+ * (1: give it back to the engine) or it ended (0: close it). */
+int cx__sc_conn_serve(struct sc_conn *c);
+/* Ends a connection: its session's last closes what the application left open. */
+void cx__sc_conn_close(struct sc_conn *c);
+
+/* cx_sc_engine.c */
+int cx__sc_engine_start(struct cx_sidecar *sc);
+void cx__sc_engine_stop_accepting(struct cx_sidecar *sc);
+/* Stops the engine thread and waits up to wait_s for the workers: how many are left. */
+int cx__sc_engine_stop(struct cx_sidecar *sc, int wait_s);
 
 /* cx_sc_http.c */
 int cx__sc_http_start(struct cx_sidecar *sc);
