@@ -28,7 +28,8 @@ class Series:
 
     def title(self):
         """The panel's title: the pair it compares."""
-        where = f" ({self.peer_link})" if self.peer_link and self.peer_link != self.link else ""
+        where = f" ({self.peer_link})" if self.peer_link and self.peer_link != self.link and \
+            not str(self.peer).endswith(f"({self.peer_link})") else ""
         return f"{self.link}: {self.cx_name} vs {self.peer or 'no peer'}{where}"
 
     def advantage(self, x):

@@ -3,6 +3,7 @@ solid and its peer dashed in the same colour with min–max bars, and under each
 Conflux's advantage over that peer, shaded where Conflux trails. No legend over the data: each
 panel's title names its pair; the caption says the machine, the date and how to read it."""
 import math
+import textwrap
 import os
 import sys
 
@@ -66,8 +67,8 @@ def _few_ticks(ax, lo, hi, times=False):
         ticks = [m * 10 ** d for d in decades for m in subs if lo <= m * 10 ** d <= hi]
         if len(ticks) <= 6:
             break
-    if len(ticks) > 6:
-        ticks = ticks[::2]
+    if len(ticks) > 6:  # every other decade, keeping 1 (the strip's even line)
+        ticks = [t for t in ticks if round(math.log10(t)) % 2 == 0]
     ax.yaxis.set_major_locator(FixedLocator(ticks))
     ax.yaxis.set_major_formatter(FuncFormatter((lambda v, p: _label(v) + "×") if times else _label))
     ax.yaxis.set_minor_locator(NullLocator())
@@ -136,9 +137,10 @@ def draw(q, path, caption):
         return []
     ncol = min(3, len(series))
     nrow = (len(series) + ncol - 1) // ncol
-    fig = plt.figure(figsize=(4.3 * ncol, 3.4 * nrow + 1.1))
-    grid = fig.add_gridspec(nrow, ncol, hspace=0.45, wspace=0.3, top=1 - 0.75 / (3.4 * nrow + 1.1),
-                            bottom=0.55 / (3.4 * nrow + 1.1) + 0.05)
+    height = 3.4 * nrow + 1.3  # inches: the panels, the title above, the caption below
+    fig = plt.figure(figsize=(4.3 * ncol, height))
+    grid = fig.add_gridspec(nrow, ncol, hspace=0.45, wspace=0.3, top=1 - 0.85 / height,
+                            bottom=0.75 / height)
     links = []
     for s in series:  # one colour per link, the same for Conflux and its peer
         if s.link not in links:
@@ -147,8 +149,8 @@ def draw(q, path, caption):
     for i, s in enumerate(series):
         if panel(fig, grid[i // ncol, i % ncol], s, q.unit, COLOURS[links.index(s.link) % len(COLOURS)], q.xlabel):
             drawn.append(s.title())
-    fig.suptitle(q.title, fontsize=10)
-    fig.text(0.01, 0.01, caption, fontsize=7, ha="left", va="bottom", wrap=True)
+    fig.suptitle(textwrap.fill(q.title, 48 * ncol), fontsize=10)
+    fig.text(0.01, 0.01, textwrap.fill(caption, 75 * ncol), fontsize=7, ha="left", va="bottom")
     fig.savefig(path, dpi=80)
     plt.close(fig)
     return drawn

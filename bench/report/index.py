@@ -99,7 +99,7 @@ def verdict(a):
         adv, short, x, peer, link = min(t + (l,) for l, ts in trails.items() for t in ts)
         at = f" at {figures.size_name(x)}" if x is not None else ""
         parts.append(f"trails on {len(trails)} of {len(compared)} {a.word} ({', '.join(l for l in compared if l in trails)}; "
-                     f"furthest: {link}, {short}{at} vs {peer}, {adv:.2f}×)")
+                     f"furthest: {link}, {short}{at} vs {peer}, {adv:.2f}×)".replace(" 0.00×", f" {adv:.1g}×"))
     if not compared:
         parts.append("no point with a peer")
     err = f" Not read: {'; '.join(a.errors)}." if a.errors else ""
@@ -113,7 +113,7 @@ def area_table(a, refs):
         return L + [a.absent[0].upper() + a.absent[1:] + ".", ""]
     L += ["Conflux / best peer at that point (the peer named); ▲ Conflux ahead, **▼** behind; "
           "[n]: the commands, below.", "",
-          "| question | link | | | |", "| --- | --- | --- | --- | --- |"]
+          "| question | link | smallest | middle | largest |", "| --- | --- | --- | --- | --- |"]
     for q in a.questions:
         for link, series in by_link(q).items():
             cells = []
@@ -181,10 +181,14 @@ def problems(areas, drawn):
     return out
 
 
-def write(areas, out, machine, plots="plots"):
-    """Draws the figures into out/plots and writes out/index.md; returns {question: (path,
-    panels drawn or None)} for problems()."""
+def write(areas, out, machine, plots="plots", draw=True):
+    """Draws the figures into out/plots (unless draw is False) and writes out/index.md; returns
+    {question: (path, panels drawn or None)} for problems()."""
     os.makedirs(os.path.join(out, plots), exist_ok=True)
+    if draw:  # the figures of an earlier run (or of an older report) are not this page's
+        for f in os.listdir(os.path.join(out, plots)):
+            if f.endswith(".png"):
+                os.remove(os.path.join(out, plots, f))
     refs = Refs()
     dates = sorted({d for a in areas for d in a.dates})
     when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}" if dates else "date not recorded"
@@ -208,10 +212,10 @@ def write(areas, out, machine, plots="plots"):
             path = os.path.join(out, plots, q.key + ".png")
             caption = (f"{machine_text(machine)}; results of {', '.join(sorted(set(a.dates))) or 'an unknown date'}. "
                        f"Reproduce: {q.source}/run.sh.")
-            panels = figures.draw(q, path, caption)
+            panels = figures.draw(q, path, caption) if draw else None
             drawn[q.key] = (path, panels)
             if panels:
-                L += [f"### {a.name}: {q.short}", "", f"![{q.title}]({plots}/{q.key}.png)", ""]
+                L += [f"### {a.name}: {q.short} ({q.source})", "", f"![{q.title}]({plots}/{q.key}.png)", ""]
     L += ["## Full tables", "",
           "Every test of bench/micro (CPU per message, overlap, buffer reuse, hot-spot, ...), tls, "
           "and why a cell is empty: [summary.md](summary.md).", ""]
