@@ -137,8 +137,8 @@ def area_table(a, refs):
 
 def full_table(q):
     L = [f"### {q.title}", "",
-         f"Advantage: how many times Conflux is ahead ({'peer / Conflux' if q.unit == 'µs' else 'Conflux / peer'}"
-         " for this unit); below 1 Conflux trails. Medians with (min–max).", "",
+         "Advantage: how many times Conflux is ahead (peer / Conflux for times, Conflux / peer for "
+         "rates); below 1 Conflux trails. Medians with (min–max).", "",
          f"| link | Conflux side | peer | {q.xlabel} | Conflux ({q.unit}) | peer ({q.unit}) | advantage | |",
          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for s in q.series:
@@ -146,8 +146,9 @@ def full_table(q):
             cx, pe = s.points[x]
             adv = s.advantage(x)
             mark = "" if adv is None else AHEAD if adv >= 1 else BEHIND
-            role = "" if s.role == "main" else f" ({s.role})"
-            L.append(f"| {s.link} | {s.cx_name} | {s.peer or '—'}{role} | {figures.size_name(x)} | "
+            side = s.cx_name + (" (variant)" if s.role == "variant" else "")
+            peer = (s.peer or "—") + (" (reference)" if s.role == "reference" else "")
+            L.append(f"| {s.link} | {side} | {peer} | {figures.size_name(x)} | "
                      f"{spread(cx)} | {spread(pe)} | {num(adv) if adv else '—'} | {mark} |")
     return L + [""]
 

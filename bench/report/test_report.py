@@ -130,7 +130,8 @@ def test_channel_rows_keep_their_link_and_conflux_variants_are_not_peers(full):
                                                        "mpi-shm": "shm"}
         assert {s.cx_name for s in q.series if s.role == "variant"} == {"conflux-read"}
     md = (full / "index.md").read_text()
-    assert "| shm | conflux-read | mpi-shm (variant) |" in md
+    assert "| shm | conflux-read (variant) | mpi-shm |" in md
+    assert "| decode | conflux-homog | memcpy (reference) |" in md
     fmt = [s for q in page["format"].questions for s in q.series]
     assert {s.cx_name for s in fmt if s.role == "main"} == {"conflux-homog"}
     assert {s.peer for s in fmt if s.role == "reference"} == {"memcpy"}
