@@ -48,6 +48,7 @@ class Question:
         self.short, _, self.source = short.partition(" (")
         self.source = self.source.rstrip(")")
         self.figure, self.xlabel = figure, xlabel
+        self.date = None  # when its results file was written
         self.series = []
 
     def main(self):
@@ -361,17 +362,23 @@ def add_jetstream(a, results):
 
 def load(results, micro_rows, peers_of):
     """The page's six areas, in its order, each filled from the results files it reads."""
+    def add(area, loader, *args):
+        before = len(area.questions)
+        loader(area, *args)
+        for q in area.questions[before:]:  # the date of the file the question was read from
+            q.date = area.dates[-1] if area.dates else None
+
     drv, chan, pipe = Area("driver", "Driver / transport"), Area("channel", "Event channel"), Area("pipe", "Pipe")
-    add_micro(drv, "driver", results, peers_of, micro_rows, "Driver")
-    add_transport(drv, results)
-    add_channel(chan, results)
-    add_micro(chan, "channel", results, peers_of, micro_rows, "Event channel on each link")
-    add_micro(pipe, "pipe", results, peers_of, micro_rows, "Pipe, pi_write to pi_read")
     side, fmt, js = Area("sidecar", "Sidecar", "cases"), Area("format", "Formats", "cases"), \
         Area("jetstream", "Pipes vs JetStream", "cases")
-    add_sidecar(side, results)
-    add_format(fmt, results)
-    add_jetstream(js, results)
+    add(drv, add_micro, "driver", results, peers_of, micro_rows, "Driver")
+    add(drv, add_transport, results)
+    add(chan, add_channel, results)
+    add(chan, add_micro, "channel", results, peers_of, micro_rows, "Event channel on each link")
+    add(pipe, add_micro, "pipe", results, peers_of, micro_rows, "Pipe, pi_write to pi_read")
+    add(side, add_sidecar, results)
+    add(fmt, add_format, results)
+    add(js, add_jetstream, results)
     areas = [drv, chan, pipe, side, fmt, js]
     for a in areas:
         if not a.questions and not a.errors:

@@ -211,7 +211,7 @@ def write(areas, out, machine, plots="plots", draw=True):
             if not q.figure:
                 continue
             path = os.path.join(out, plots, q.key + ".png")
-            caption = (f"{machine_text(machine)}; results of {', '.join(sorted(set(a.dates))) or 'an unknown date'}. "
+            caption = (f"{machine_text(machine)}; results of {q.date or 'an unknown date'}. "
                        f"Reproduce: {q.source}/run.sh.")
             panels = figures.draw(q, path, caption) if draw else None
             drawn[q.key] = (path, panels)
