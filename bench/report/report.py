@@ -4,7 +4,7 @@ where Conflux leads and trails per area, the figures in plots/, the full tables;
 figures.py, areas.py) and summary.md (every bench/micro test x link x layer with its peer, the
 ratio, median and spread, the coverage and why a cell is empty).
 
-  bench/report/report.py [--results DIR] [--out DIR] [--check]   (Debian's python3 + python3-matplotlib)
+  bench/report/report.py [--results DIR] [--out DIR] [--check] [--no-figures]   (Debian's python3 + python3-matplotlib)
 
 Inputs (each optional; an area without its file is named on the page):
   micro.jsonl    bench/micro: raw links, every test, and their peers (collect.py rows)
