@@ -129,7 +129,7 @@ bench-quick: build-dataplane ## The benchmarks as a smoke test (under 5 minutes)
 test-bench: bench-quick ## The benchmarks' quick mode as a smoke test (part of make test; never a speed threshold)
 
 .PHONY: test-bench-report
-test-bench-report: ## bench/report self-check: the report over a recorded fixture has every row and plot
+test-bench-report: ## bench/report self-check: index.md, its figures and summary.md over the fixture; --check fails where it should
 	cd bench/report && /usr/bin/python3 -m pytest -q test_report.py
 
 ##@ Help

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# make bench / make bench-quick: every benchmark folder in turn, then bench/report (summary.md,
-# plots/). Each folder writes its JSON to bench/results/; a folder that fails is reported and
-# the others still run.
+# make bench / make bench-quick: every benchmark folder in turn, then bench/report (index.md,
+# summary.md, plots/). Each folder writes its JSON to bench/results/; a folder that fails is
+# reported and the others still run.
 #   bench/run.sh            full mode, for reports
 #   bench/run.sh --quick    smoke mode (CI, under five minutes): every benchmark runs on small
 #                           counts and the report checks the numbers are sane, never a speed
@@ -26,5 +26,5 @@ step format format/run.sh "$([ "$mode" = quick ] && echo 3 || echo 7)"
 step channel channel/run.sh "${q[@]}"
 step pipe pipe/run.sh "${q[@]}"
 step report /usr/bin/python3 report/report.py --check
-echo "bench ($mode): $(( $(date +%s) - start )) s, results in bench/results/ (summary.md, plots/)"
+echo "bench ($mode): $(( $(date +%s) - start )) s, results in bench/results/ (index.md first, summary.md, plots/)"
 exit $status

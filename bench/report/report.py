@@ -1,14 +1,18 @@
 #!/usr/bin/python3
-"""Reads every benchmark's JSON in bench/results/ and writes summary.md (every test x link x
-layer with its peer, the ratio, median and spread, the machine) and PNG plots in plots/.
+"""Reads every benchmark's JSON in bench/results/ and writes index.md (the page to read first:
+where Conflux leads and trails per area, the figures in plots/, the full tables; index.py,
+figures.py, areas.py) and summary.md (every bench/micro test x link x layer with its peer, the
+ratio, median and spread, the coverage and why a cell is empty).
 
-  bench/report/report.py [--results DIR] [--out DIR] [--check]   (Debian's python3 + python3-matplotlib)
+  bench/report/report.py [--results DIR] [--out DIR] [--check] [--no-figures]   (Debian's python3 + python3-matplotlib)
 
-Inputs (each optional; what is absent is listed as missing with the reason):
+Inputs (each optional; an area without its file is named on the page):
   micro.jsonl    bench/micro: raw links, every test, and their peers (collect.py rows)
   machine.json   bench/micro: CPU model, cores, kernel, load
+  transport.json bench/transport: each driver against ucx_perftest, sockperf, iperf3, bare DPDK
   channel.jsonl  bench/channel: event-channel latency / bandwidth per size and peer
   pipe.json      bench/pipe: persistent-pipe stream throughput against NATS JetStream
+  sidecar.json   bench/sidecar: through the sidecar against embedded
   format.json    bench/format: encode / decode cost per method and size
 """
 import argparse
@@ -16,6 +20,9 @@ import json
 import math
 import os
 import sys
+
+import areas
+import index
 
 TESTS = ["lat", "bw", "bilat", "bibw", "cpu", "overlap", "notify", "reuse_fifo", "reuse_pct",
          "hotspot_lat", "hotspot_bw"]
@@ -83,17 +90,6 @@ def cells_text(cells):
     return "; ".join(f"{layer} on {', '.join(links)}: {t}" for (layer, t), links in groups.items())
 
 
-def load_jsonl(path):
-    rows = []
-    if os.path.exists(path):
-        for line in open(path):
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    rows.append(json.loads(line))
-                except ValueError:
-                    pass
-    return rows
 
 
 def fmt(x):
@@ -117,40 +113,6 @@ def pstr(p):
 
 def key_params(p):
     return {k: v for k, v in p.items() if k not in IGNORE_KEYS}
-
-
-def channel_rows(rows):
-    """bench/channel lines -> rows of this report (layer channel, link tcp)."""
-    out = []
-    for r in rows:
-        peer = r.get("peer")
-        if not peer or r.get("size") is None:
-            continue
-        impl = "conflux" if peer == "conflux" else peer
-        if r.get("metric") == "latency" and r.get("latency_us") is not None:
-            test, metric, unit, v = "lat", "one_way_us", "us", r["latency_us"]
-            params = {"size": r["size"]}
-        elif r.get("metric") == "bandwidth" and r.get("bandwidth_MBps") is not None:
-            test, metric, unit, v = "bw", "MBps", "MB/s", r["bandwidth_MBps"]
-            params = {"size": r["size"], "q": r.get("window", 64)}
-        else:
-            continue
-        out.append({"layer": "channel", "link": "tcp", "impl": impl, "test": test, "params": params,
-                    "metric": metric, "unit": unit, "vals": [v], "cmd": "bench/channel/run.sh"})
-    # repetitions of one point become one row (median, min, max)
-    groups = {}
-    for r in out:
-        k = (r["impl"], r["test"], json.dumps(r["params"], sort_keys=True))
-        groups.setdefault(k, r if "reps" in r else dict(r, reps=[]))["reps"].extend(r["vals"])
-    res = []
-    for r in groups.values():
-        v = sorted(r["reps"])
-        n = len(v)
-        r["median"] = v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
-        r["min"], r["max"], r["matched"] = v[0], v[-1], True
-        r.pop("vals", None)
-        res.append(r)
-    return res
 
 
 def pipe_rows(doc):
@@ -232,27 +194,34 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--check", action="store_true",
                     help="exit 1 when a row is not sane (missing, not positive and finite, message "
-                         "count not matched) or there are no raw-link rows: the smoke test")
+                         "count not matched), a results file cannot be read, a figure is not drawn, "
+                         "a panel has no peer, or there are no raw-link rows: the smoke test")
+    ap.add_argument("--no-figures", action="store_true",
+                    help="write the pages without drawing (quicker; --check then fails: no figures)")
     a = ap.parse_args()
     out = a.out or a.results
-    os.makedirs(os.path.join(out, "plots"), exist_ok=True)
-    rows = [r for r in load_jsonl(os.path.join(a.results, "micro.jsonl"))]
+    os.makedirs(out, exist_ok=True)
+    unread = areas.Area("micro", "bench/micro")  # collects micro.jsonl's unreadable lines
+    micro = os.path.join(a.results, "micro.jsonl")
+    rows = areas.read_jsonl(micro, unread) if os.path.exists(micro) else []
     for r in rows:
         r.setdefault("impl", "conflux")
         r.setdefault("layer", "driver")
-    rows += channel_rows(load_jsonl(os.path.join(a.results, "channel.jsonl")))
-    pipe_doc = None
-    if os.path.exists(os.path.join(a.results, "pipe.json")):
-        try:
-            pipe_doc = json.load(open(os.path.join(a.results, "pipe.json")))
-        except ValueError:
-            pass
-    rows += pipe_rows(pipe_doc)
+    # pipe.json's errors are the Pipes vs JetStream area's to name; here it only lends rows
+    pipe_doc = areas.read_json(os.path.join(a.results, "pipe.json"), areas.Area("-", "-")) \
+        if os.path.exists(os.path.join(a.results, "pipe.json")) else None
+    try:
+        rows += pipe_rows(pipe_doc if isinstance(pipe_doc, dict) else None)
+    except (KeyError, TypeError, AttributeError):
+        pass
     machine = {}
     if os.path.exists(os.path.join(a.results, "machine.json")):
-        machine = json.load(open(os.path.join(a.results, "machine.json")))
-    elif pipe_doc and isinstance(pipe_doc.get("machine"), dict):
+        machine = areas.read_json(os.path.join(a.results, "machine.json"), unread) or {}
+    elif isinstance(pipe_doc, dict) and isinstance(pipe_doc.get("machine"), dict):
         machine = pipe_doc["machine"]
+    if not isinstance(machine, dict):
+        unread.errors.append("machine.json is not an object")
+        machine = {}
 
     cx = [r for r in rows if r["impl"] == "conflux"]
     bad = [r for r in rows if r.get("median") is None or not r.get("matched", True)
@@ -263,8 +232,8 @@ def main():
     L.append("")
     L.append("Each figure is the median over the repetitions, with (min–max). Ratio = Conflux / peer: "
              "for us, us/msg and cores lower is better, for MB/s higher is better. "
-             "Rows come from bench/results/micro.jsonl (commands in its `cmd` fields), "
-             "channel.jsonl and pipe.json.")
+             "Rows come from bench/results/micro.jsonl (commands in its `cmd` fields) and "
+             "pipe.json; the other benchmarks are in index.md.")
     L.append("")
     L.append(f"Sanity: {len(rows)} rows, {len(bad)} not sane (missing, non-positive or message count "
              "not matched)" + (": " + "; ".join(f"{r.get('impl')} {r['layer']} {r['link']} {r['test']} "
@@ -374,123 +343,26 @@ def main():
     for c in sorted({r.get("cmd", "") for r in rows if r.get("cmd")}):
         L.append(f"- `{c}`")
     L.append("")
-    plots = make_plots(rows, os.path.join(out, "plots"))
-    L += ["## Plots", ""] + [f"- [{os.path.basename(p)}](plots/{os.path.basename(p)})" for p in plots] + [""]
+    L += ["The page to read first, with the figures: [index.md](index.md).", ""]
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("\n".join(L))
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump({"machine": machine, "rows": rows, "missing": missing, "no_peer": nopeer}, f, indent=1)
-    print(f"report: {len(rows)} rows, {len(missing)} missing cells, {len(plots)} plots -> "
-          f"{os.path.join(out, 'summary.md')}")
+    page = areas.load(a.results, rows, peers_of)
+    drawn = index.write(page, out, machine, draw=not a.no_figures)
+    trouble = [f"bench/micro: {e}" for e in unread.errors] + index.problems(page, drawn)
+    print(f"report: {len(rows)} rows, {len(missing)} missing cells, {len(drawn)} figures -> "
+          f"{os.path.join(out, 'index.md')}, summary.md")
     if a.check:
         for r in bad:
             print(f"report: not sane: {r.get('impl')} {r['layer']} {r['link']} {r['test']} "
                   f"{pstr(r['params'])} {r.get('metric')} = {r.get('median')} matched={r.get('matched')}",
                   file=sys.stderr)
-        if bad or not [r for r in cx if r["layer"] == "driver"]:
+        for t in trouble:
+            print(f"report: {t}", file=sys.stderr)
+        if bad or trouble or not [r for r in cx if r["layer"] == "driver"]:
             return 1
     return 0
-
-
-def make_plots(rows, d):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.ticker import MaxNLocator
-    except ImportError:
-        print("report: matplotlib missing (python3-matplotlib): no plots", file=sys.stderr)
-        return []
-    made = []
-    colors = {"shm": "C0", "tcp": "C1", "ucx": "C2", "dpdk": "C3", "af_packet": "C5", "tls": "C4"}
-    markers = {"conflux": "o", "openmpi": "s", "ucx_perftest": "^", "sockperf": "v", "iperf3": "D",
-               "dpdk_pingpong": "x", "zmq": "P", "omniorb": "h", "mpi": "s", "nats_jetstream": "d"}
-
-    def series(sel, x):
-        """(label, linestyle, color) -> sorted points with error bars."""
-        g = {}
-        for r in sel:
-            if r.get("median") is None or x not in r["params"]:
-                continue
-            lab = f"{r['layer']} {r['link']}" if r["impl"] == "conflux" else f"{r['impl']} ({r['layer']} {r['link']})"
-            g.setdefault((lab, "-" if r["impl"] == "conflux" else "--", colors.get(r["link"], "k"),
-                          markers.get(r["impl"], "*")), []).append(
-                (r["params"][x], r["median"], r.get("min") or r["median"], r.get("max") or r["median"]))
-        return g
-
-    def plot(name, title, sel, x, ylabel, logx=True, logy=True):
-        g = series(sel, x)
-        if not g:
-            return
-        fig, ax = plt.subplots(figsize=(8, 5))
-        for (lab, ls, col, mk), pts in sorted(g.items()):
-            pts.sort()
-            xs = [p[0] for p in pts]
-            ys = [p[1] for p in pts]
-            lo = [max(p[1] - p[2], 0) for p in pts]
-            hi = [max(p[3] - p[1], 0) for p in pts]
-            ax.errorbar(xs, ys, yerr=[lo, hi], label=lab, linestyle=ls, color=col, marker=mk, ms=4, capsize=2)
-        if logx:
-            ax.set_xscale("log", base=2)
-        elif x == "peers":
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        if logy:
-            ax.set_yscale("log")
-        ax.set_xlabel(x)
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, ncol=2)
-        fig.tight_layout()
-        p = os.path.join(d, name + ".png")
-        fig.savefig(p, dpi=90)
-        plt.close(fig)
-        made.append(p)
-
-    plot("lat_vs_size", "One-way latency against size (peers dashed)",
-         [r for r in rows if r["test"] == "lat"], "size", "us")
-    for q in (8, 16, 64, 100):
-        plot(f"bw_vs_size_q{q}", f"Bandwidth against size, window Q = {q} (peers dashed)",
-             [r for r in rows if r["test"] == "bw" and r["params"].get("q", q) == q and r["layer"] == "driver"],
-             "size", "MB/s")
-    plot("channel_bw_vs_size", "Event-channel bandwidth against size", [r for r in rows if r["test"] == "bw" and r["layer"] == "channel"], "size", "MB/s")
-    plot("bilat_vs_size", "Bidirectional latency (both send each round)", [r for r in rows if r["test"] == "bilat"], "size", "us per round")
-    plot("bibw_vs_size", "Bidirectional bandwidth (sum of both directions)", [r for r in rows if r["test"] == "bibw"], "size", "MB/s")
-    plot("overlap", "Bandwidth while computing after each send (64 KiB, Q = 16; share of time in the table)",
-         [r for r in rows if r["test"] == "overlap"], "compute_us", "MB/s", logx=False, logy=True)
-    plot("reuse_fifo", "Bandwidth with N buffers in FIFO order (64 KiB, Q = 16)", [r for r in rows if r["test"] == "reuse_fifo"], "buffers", "MB/s")
-    plot("reuse_pct", "Bandwidth with reuse share R of one buffer among 256", [r for r in rows if r["test"] == "reuse_pct"], "reuse_pct", "MB/s", logx=False)
-    plot("hotspot_lat", "Hot-spot: one node pinging 1..N peers each round", [r for r in rows if r["test"] == "hotspot_lat"], "peers", "us (round / 2)", logx=False, logy=True)
-    plot("hotspot_bw", "Hot-spot: one node receiving from 1..N peers", [r for r in rows if r["test"] == "hotspot_bw"], "peers", "MB/s (sum)", logx=False, logy=True)
-    # bars: CPU per message and completion notification
-    for name, test, metrics, title in (
-            ("cpu", "cpu", ["send_call_cpu_us", "sender_cpu_us", "receiver_cpu_us", "wall_us"], "CPU per message, 64 B, Q = 16"),
-            ("notify", "notify", ["one_way_us"], "Completion notification: 8 B one-way latency, polling vs blocking")):
-        sel = [r for r in rows if r["test"] == test and r["params"].get("size") in (8, 64) and r["metric"] in metrics
-               and r.get("median") is not None]
-        if not sel:
-            continue
-        labels = sorted({(r["impl"], r["link"], r["params"].get("wait", "")) for r in sel})
-        fig, ax = plt.subplots(figsize=(9, 5))
-        w = 0.8 / len(metrics)
-        for i, m in enumerate(metrics):
-            ys = []
-            for lab in labels:
-                v = [r["median"] for r in sel if (r["impl"], r["link"], r["params"].get("wait", "")) == lab and r["metric"] == m]
-                ys.append(v[0] if v else 0)
-            ax.bar([j + i * w for j in range(len(labels))], ys, w, label=m)
-        ax.set_xticks([j + 0.4 - w / 2 for j in range(len(labels))])
-        ax.set_xticklabels([f"{a}\n{b} {c}" for a, b, c in labels], fontsize=7, rotation=30)
-        ax.set_yscale("log")
-        ax.set_ylabel("us")
-        ax.set_title(title)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        p = os.path.join(d, name + ".png")
-        fig.savefig(p, dpi=90)
-        plt.close(fig)
-        made.append(p)
-    return made
 
 
 if __name__ == "__main__":
