@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,8 +59,33 @@ static const char usage[] =
     "  environment: CONFLUX_NAMESPACE, CONFLUX_POD_NAME, CONFLUX_NODE_NAME, CONFLUX_FABRIC,\n"
     "  CONFLUX_RESTART_POLICY label the logs and metrics\n";
 
-static volatile sig_atomic_t g_stop;
-static void on_signal(int sig) { g_stop = sig; }
+static int g_stop;
+
+/* SIGTERM and SIGINT are blocked in every thread (the servers' threads inherit the mask
+ * from here) and taken by main in sigwait: a handler with pause() would miss a signal the
+ * kernel delivers to another thread. SIGPIPE is ignored: a peer that goes away is an error
+ * return, not the end of the process. */
+static void block_stop_signals(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static int wait_for_stop(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0) {
+    }
+    return sig;
+}
 
 static int parse_size(const char *s, uint64_t *out)
 {
@@ -152,10 +178,7 @@ static int space_main(int argc, char **argv)
         return 2;
     }
     (void)role;
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    block_stop_signals();
     struct cx_space_server *s;
     if (cx_space_server_start(&o, &s) < 0) {
         fprintf(stderr, "confluxd: %s\n", cx_errmsg());
@@ -166,8 +189,7 @@ static int space_main(int argc, char **argv)
     printf("listening %s udp %s%s%s\n", cx_space_server_addr(s), cx_space_server_udp_addr(s),
            cx_space_server_addr2(s)[0] ? " also " : "", cx_space_server_addr2(s));
     fflush(stdout);
-    while (!g_stop)
-        pause();
+    g_stop = wait_for_stop();
     struct cx_space_server_stats st;
     cx_space_server_stats(s, &st);
     cx_space_server_stop(s);
@@ -293,10 +315,7 @@ static int sidecar_main(int argc, char **argv)
              cx_sc_json_str(a, sizeof a, o.pod), cx_sc_json_str(b, sizeof b, o.ns),
              cx_sc_json_str(d, sizeof d, o.node));
     cx_sc_log_setup(common, o.quiet);
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    block_stop_signals();
     struct cx_sidecar *sc;
     if (cx_sidecar_start(&o, &sc) < 0) {
         cx_sc_log("error", "sidecar did not start", "\"error\":%s", cx_sc_json_str(common, sizeof common, cx_errmsg()));
@@ -309,8 +328,7 @@ static int sidecar_main(int argc, char **argv)
     printf("listening unix:%s http %s channels %s\n", o.socket,
            cx_sidecar_http_addr(sc)[0] ? cx_sidecar_http_addr(sc) : "-", cx_sidecar_chan_addr(sc));
     fflush(stdout);
-    while (!g_stop)
-        pause();
+    g_stop = wait_for_stop();
     cx_sc_log("info", "stopping", "\"signal\":%d", (int)g_stop);
     cx_sidecar_stop(sc);
     cx_sc_log("info", "sidecar stopped", NULL);

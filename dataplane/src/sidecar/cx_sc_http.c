@@ -1,5 +1,8 @@
 /* The sidecar's HTTP endpoint: /metrics (Prometheus text format 0.0.4), /healthz and
- * /readyz. One thread, one request per connection (Connection: close); scrapes are rare. */
+ * /readyz. One thread serves every connection without blocking on any (epoll): one request
+ * per connection (Connection: close), at most SC_HTTP_MAX_CONNS at once (the oldest is
+ * closed for a new one), each given SC_HTTP_DEADLINE_NS for the whole exchange, so a silent
+ * or slow client cannot hold back the kubelet's probes. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -17,11 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #define CX_SC_OP_NAME(name, code, label) [CX_SC_##name] = label,
 const char *const cx_sc_op_names[CX_SC_OP_MAX] = {CX_SC_OPS(CX_SC_OP_NAME)};
 #undef CX_SC_OP_NAME
+
+#define SC_HTTP_MAX_CONNS 256
+#define SC_HTTP_DEADLINE_NS 2000000000u
 
 /* A Prometheus label value: backslash, quote and newline escaped. */
 static const char *lv(char *out, size_t cap, const char *s)
@@ -282,93 +289,195 @@ static int space_reachable(const char *space, char *why, size_t cap)
     return ok;
 }
 
-static void respond(int fd, int code, const char *type, const char *body, size_t len)
+/* One HTTP connection: the request as it arrives, then the response as it leaves. */
+struct hconn {
+    int fd;
+    uint64_t deadline_ns;  /* whole exchange; a slower client is closed */
+    size_t n;
+    char req[2048];
+    char *out;
+    size_t out_len, out_off;
+    struct hconn *prev, *next; /* oldest first */
+};
+
+static void respond(struct hconn *h, int code, const char *type, const char *body, size_t len)
 {
-    char head[256];
     const char *reason = code == 200 ? "OK" : code == 404 ? "Not Found" : code == 405 ? "Method Not Allowed"
                        : code == 503 ? "Service Unavailable" : "Bad Request";
+    char head[256];
     int n = snprintf(head, sizeof head, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                      "Connection: close\r\n\r\n", code, reason, type, len);
-    if (send(fd, head, (size_t)n, MSG_NOSIGNAL) == n) {
-        for (size_t off = 0; off < len;) {
-            ssize_t w = send(fd, body + off, len - off, MSG_NOSIGNAL);
-            if (w <= 0)
-                break;
-            off += (size_t)w;
-        }
-    }
+    if (!(h->out = malloc((size_t)n + len)))
+        return;
+    memcpy(h->out, head, (size_t)n);
+    memcpy(h->out + n, body, len);
+    h->out_len = (size_t)n + len;
 }
 
-static void serve_one(struct cx_sidecar *sc, int fd)
+/* Answers a complete (or cut) request into h->out. */
+static void answer(struct cx_sidecar *sc, struct hconn *h)
 {
-    struct timeval tv = {.tv_sec = 2};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char req[2048];
-    size_t n = 0;
-    while (n < sizeof req - 1) {
-        ssize_t r = recv(fd, req + n, sizeof req - 1 - n, 0);
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-        req[n] = 0;
-        if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
-            break;
-    }
-    req[n] = 0;
     char method[8], path[256];
-    if (sscanf(req, "%7s %255s", method, path) != 2) {
-        respond(fd, 400, "text/plain", "bad request\n", 12);
+    h->req[h->n] = 0;
+    if (sscanf(h->req, "%7s %255s", method, path) != 2) {
+        respond(h, 400, "text/plain", "bad request\n", 12);
         return;
     }
     path[strcspn(path, "?")] = 0;
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
-        respond(fd, 405, "text/plain", "GET only\n", 9);
+        respond(h, 405, "text/plain", "GET only\n", 9);
     } else if (strcmp(path, "/healthz") == 0) {
-        respond(fd, 200, "text/plain", "ok\n", 3);
+        respond(h, 200, "text/plain", "ok\n", 3);
     } else if (strcmp(path, "/readyz") == 0) {
         char why[512] = "socket is not listening";
         int ok = sc->ready && (!sc->o.space || space_reachable(sc->o.space, why, sizeof why));
         if (ok) {
-            respond(fd, 200, "text/plain", "ready\n", 6);
+            respond(h, 200, "text/plain", "ready\n", 6);
         } else {
             size_t l = strlen(why);
             why[l] = '\n';
-            respond(fd, 503, "text/plain", why, l + 1);
+            respond(h, 503, "text/plain", why, l + 1);
         }
     } else if (strcmp(path, "/metrics") == 0) {
         char *body = NULL;
         size_t len = 0;
         FILE *o = open_memstream(&body, &len);
         if (!o) {
-            respond(fd, 503, "text/plain", "out of memory\n", 14);
+            respond(h, 503, "text/plain", "out of memory\n", 14);
             return;
         }
         render_metrics(sc, o);
         fclose(o);
-        respond(fd, 200, "text/plain; version=0.0.4; charset=utf-8", body, len);
+        respond(h, 200, "text/plain; version=0.0.4; charset=utf-8", body, len);
         free(body);
     } else {
-        respond(fd, 404, "text/plain", "not found: try /metrics, /healthz, /readyz\n", 43);
+        respond(h, 404, "text/plain", "not found: try /metrics, /healthz, /readyz\n", 43);
+    }
+}
+
+/* The HTTP server's state (one thread). */
+struct hserver {
+    struct cx_sidecar *sc;
+    int ep;
+    struct hconn *oldest, *newest;
+    int count;
+    uint64_t logged_ns;
+};
+
+static void hclose(struct hserver *hs, struct hconn *h, const char *why)
+{
+    if (why) {
+        uint64_t now = cx__sc_now_ns();
+        if (now - hs->logged_ns > 1000000000u) { /* at most a line a second */
+            hs->logged_ns = now;
+            cx_sc_log("warn", why, "\"http_connections\":%d", hs->count);
+        }
+    }
+    *(h->prev ? &h->prev->next : &hs->oldest) = h->next;
+    *(h->next ? &h->next->prev : &hs->newest) = h->prev;
+    hs->count--;
+    close(h->fd);
+    free(h->out);
+    free(h);
+}
+
+/* Reads and answers or writes what the socket allows; 0 while the exchange goes on, 1 when
+ * it is over (close it). */
+static int hstep(struct hserver *hs, struct hconn *h)
+{
+    if (!h->out) {
+        for (;;) {
+            ssize_t r = recv(h->fd, h->req + h->n, sizeof h->req - 1 - h->n, 0);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0 && errno == EAGAIN)
+                return 0;
+            if (r <= 0)
+                return 1;
+            h->n += (size_t)r;
+            h->req[h->n] = 0;
+            if (strstr(h->req, "\r\n\r\n") || strstr(h->req, "\n\n") || h->n == sizeof h->req - 1)
+                break;
+        }
+        answer(hs->sc, h);
+        if (!h->out)
+            return 1;
+        struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = h};
+        epoll_ctl(hs->ep, EPOLL_CTL_MOD, h->fd, &ev);
+    }
+    while (h->out_off < h->out_len) {
+        ssize_t w = send(h->fd, h->out + h->out_off, h->out_len - h->out_off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && errno == EAGAIN)
+            return 0;
+        if (w <= 0)
+            return 1;
+        h->out_off += (size_t)w;
+    }
+    return 1;
+}
+
+static void haccept(struct hserver *hs)
+{
+    for (;;) {
+        int fd = accept4(hs->sc->hfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return;
+        struct hconn *h = calloc(1, sizeof *h);
+        if (!h) {
+            close(fd);
+            continue;
+        }
+        if (hs->count >= SC_HTTP_MAX_CONNS) /* a probe must get through: the oldest goes */
+            hclose(hs, hs->oldest, "too many HTTP connections: the oldest closed");
+        h->fd = fd;
+        h->deadline_ns = cx__sc_now_ns() + SC_HTTP_DEADLINE_NS;
+        h->prev = hs->newest;
+        *(hs->newest ? &hs->newest->next : &hs->oldest) = h;
+        hs->newest = h;
+        hs->count++;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = h};
+        if (epoll_ctl(hs->ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+            hclose(hs, h, NULL);
     }
 }
 
 static void *http_main(void *arg)
 {
-    struct cx_sidecar *sc = arg;
-    struct pollfd pf[2] = {{.fd = sc->hfd, .events = POLLIN}, {.fd = sc->stop_pipe[0], .events = POLLIN}};
+    struct hserver hs = {.sc = arg};
+    struct cx_sidecar *sc = hs.sc;
+    if ((hs.ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
+        return NULL;
+    struct epoll_event l = {.events = EPOLLIN, .data.ptr = &hs}, st = {.events = EPOLLIN, .data.ptr = NULL};
+    epoll_ctl(hs.ep, EPOLL_CTL_ADD, sc->hfd, &l);
+    epoll_ctl(hs.ep, EPOLL_CTL_ADD, sc->stop_pipe[0], &st);
     while (!sc->stopping) {
-        if (poll(pf, 2, -1) < 0)
-            continue;
-        if (pf[1].revents || sc->stopping)
-            break;
-        int fd = accept4(sc->hfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0)
-            continue;
-        int fl = fcntl(fd, F_GETFL);
-        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-        serve_one(sc, fd);
-        close(fd);
+        int timeout = -1;
+        if (hs.oldest) { /* every connection has the same span: the oldest ends first */
+            uint64_t now = cx__sc_now_ns();
+            timeout = hs.oldest->deadline_ns <= now ? 0 : (int)((hs.oldest->deadline_ns - now) / 1000000u) + 1;
+        }
+        struct epoll_event evs[32];
+        int n = epoll_wait(hs.ep, evs, 32, timeout);
+        int listener = 0;
+        for (int i = 0; i < n && !sc->stopping; i++) {
+            if (!evs[i].data.ptr)
+                goto out;
+            if (evs[i].data.ptr == &hs)
+                listener = 1;
+            else if (hstep(&hs, evs[i].data.ptr))
+                hclose(&hs, evs[i].data.ptr, NULL);
+        }
+        if (listener) /* after the batch: accepting may close a connection the batch names */
+            haccept(&hs);
+        for (uint64_t now = cx__sc_now_ns(); hs.oldest && hs.oldest->deadline_ns <= now;)
+            hclose(&hs, hs.oldest, "an HTTP client took more than 2 s: closed");
     }
+out:
+    while (hs.oldest)
+        hclose(&hs, hs.oldest, NULL);
+    close(hs.ep);
     return NULL;
 }
 

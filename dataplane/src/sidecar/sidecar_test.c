@@ -165,6 +165,64 @@ CX_TEST(health_ready_and_not_found)
     CX_CHECK(stat(sock, &st) != 0); /* removed on the way out */
 }
 
+static int tcp_to(const char *hostport)
+{
+    char host[64];
+    int port;
+    if (sscanf(hostport, "%63[^:]:%d", host, &port) != 2)
+        return -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, host, &sa.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Silent, slow and too many HTTP clients: the probes are answered meanwhile, and the
+ * silent ones are closed after the 2 s the server gives an exchange. */
+CX_TEST(http_clients_that_stall_do_not_hold_back_probes)
+{
+    if (access(CONFLUXD, X_OK) != 0)
+        CX_SKIP("%s is not built (make -C dataplane bin)", CONFLUXD);
+    const char *sock = tmp_path("h.sock");
+    CX_CHECK(sock);
+    char sockarg[160], hp[64], body[4096];
+    snprintf(sockarg, sizeof sockarg, "--socket=%s", sock);
+    const char *args[] = {"--role=sidecar", sockarg, "--http=127.0.0.1:0", "--quiet", NULL};
+    struct proc p;
+    CX_CHECK_EQ_INT(proc_start(&p, args, 0), 0);
+    word(p.line, 3, hp, sizeof hp);
+    enum { SILENT = 300 }; /* more than the server keeps: the oldest are closed for new ones */
+    int fds[SILENT + 1], opened = 0;
+    for (int i = 0; i < SILENT; i++)
+        opened += (fds[i] = tcp_to(hp)) >= 0;
+    CX_CHECK_EQ_INT(opened, SILENT);
+    fds[SILENT] = tcp_to(hp); /* and one that sends half a request, a byte at a time */
+    CX_CHECK(fds[SILENT] >= 0 && send(fds[SILENT], "GET /met", 8, MSG_NOSIGNAL) == 8);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CX_CHECK_EQ_INT(http_get(hp, "/healthz", body, sizeof body), 200);
+    CX_CHECK_EQ_INT(http_get(hp, "/metrics", body, sizeof body), 200);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    fprintf(stderr, "  two probes behind %d stalled clients: %.3f s\n", SILENT + 1, took);
+    CX_CHECK(took < 1.9); /* served in turn, each stalled client would cost 2 s */
+    /* the stalled ones are closed by the server: a read sees the end within a few seconds */
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fds[SILENT], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char b[64];
+    CX_CHECK_EQ_INT((int)recv(fds[SILENT], b, sizeof b, 0), 0);
+    setsockopt(fds[SILENT - 1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    CX_CHECK_EQ_INT((int)recv(fds[SILENT - 1], b, sizeof b, 0), 0);
+    for (int i = 0; i <= SILENT; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    CX_CHECK_EQ_INT(proc_stop(&p, SIGTERM), 0);
+}
+
 CX_TEST(readyz_follows_the_space)
 {
     if (access(CONFLUXD, X_OK) != 0)
