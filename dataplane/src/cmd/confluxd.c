@@ -55,6 +55,9 @@ static const char usage[] =
     "  --advertise=URL         the address other pods dial (default: this pod's IP)\n"
     "  --ring-size=N[KMG]      each shared ring per application connection (default 16M;\n"
     "                          a power of two from 64K to 1G; a record is at most half)\n"
+    "  --socket-mode=OCTAL     the socket file's mode (default 0666)\n"
+    "  --allow-uid=U,V         only these users' processes (and this one's) may connect;\n"
+    "                          a session is always its opener's user's alone\n"
     "  --quiet                 no info log lines (JSON lines on stderr)\n"
     "  environment: CONFLUX_NAMESPACE, CONFLUX_POD_NAME, CONFLUX_NODE_NAME, CONFLUX_FABRIC,\n"
     "  CONFLUX_RESTART_POLICY label the logs and metrics\n";
@@ -253,6 +256,7 @@ static int sidecar_main(int argc, char **argv)
         {"http", required_argument, 0, 'H'},      {"no-http", no_argument, 0, 'N'},
         {"space", required_argument, 0, 'P'},     {"listen", required_argument, 0, 'l'},
         {"advertise", required_argument, 0, 'a'}, {"ring-size", required_argument, 0, 'R'},
+        {"socket-mode", required_argument, 0, 'M'}, {"allow-uid", required_argument, 0, 'U'},
         {"quiet", no_argument, 0, 'q'},           {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int c;
@@ -294,6 +298,19 @@ static int sidecar_main(int argc, char **argv)
             if (parse_size(optarg, &v) || v < (64u << 10) || v > (1u << 30) || (v & (v - 1)))
                 return bad("ring-size", optarg, "give a power of two from 64K to 1G");
             o.ring_size = v;
+            break;
+        case 'M': {
+            char *end;
+            unsigned long m = strtoul(optarg, &end, 8);
+            if (end == optarg || *end || m == 0 || m > 0777)
+                return bad("socket-mode", optarg, "give an octal mode such as 0660");
+            o.socket_mode = (unsigned)m;
+            break;
+        }
+        case 'U':
+            if (!optarg[0] || strspn(optarg, "0123456789,") != strlen(optarg))
+                return bad("allow-uid", optarg, "give numeric uids separated by commas");
+            o.allow_uids = optarg;
             break;
         case 'q': o.quiet = 1; break;
         case 'h': fputs(usage, stdout); return 0;

@@ -75,6 +75,32 @@ static void rep_err(struct cx_sc_rep *rep, int rc)
         rep->slen = sizeof rep->s - 1;
 }
 
+static int uid_allowed(const struct cx_sidecar *sc, uid_t uid)
+{
+    if (!sc->nallowed || uid == getuid())
+        return 1;
+    for (int i = 0; i < sc->nallowed; i++)
+        if (sc->allowed[i] == uid)
+            return 1;
+    return 0;
+}
+
+/* "1000,1001" into sc->allowed. 0 or -EINVAL. */
+static int parse_uids(struct cx_sidecar *sc, const char *list)
+{
+    for (const char *p = list; p && *p;) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(p, &end, 10);
+        if (end == p || errno || v > 0xfffffffful || (*end && *end != ',') ||
+            sc->nallowed == (int)(sizeof sc->allowed / sizeof sc->allowed[0]))
+            return cx_err_set(EINVAL, "allowed users '%s': give up to 16 numeric uids separated by commas", list);
+        sc->allowed[sc->nallowed++] = (uid_t)v;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
 /* The hello: joins (or starts) the session, makes the region and sends its memfd. */
 static int conn_hello(struct sc_conn *c, const struct cx_sc_req *q)
 {
@@ -85,6 +111,17 @@ static int conn_hello(struct sc_conn *c, const struct cx_sc_req *q)
         (q->a[1] != CX_SC_CONN_CALLS && q->a[1] != CX_SC_CONN_EVENTS)) {
         rc = cx_err_set(EPROTO, "hello: protocol version %lld, this sidecar speaks %d",
                         (long long)q->a[3], CX_SC_PROTO_VERSION);
+        goto error;
+    }
+    struct ucred cred;
+    socklen_t cl = sizeof cred;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
+        rc = cx_err_set(errno, "peer credentials: %s", strerror(errno));
+        goto error;
+    }
+    if (!uid_allowed(sc, cred.uid)) {
+        cx_sc_log("warn", "connection of a user not allowed: refused", "\"uid\":%u", (unsigned)cred.uid);
+        rc = cx_err_set(EACCES, "user %u may not use this sidecar (--allow-uid)", (unsigned)cred.uid);
         goto error;
     }
     uint64_t cap = sc->o.ring_size;
@@ -108,9 +145,17 @@ static int conn_hello(struct sc_conn *c, const struct cx_sc_req *q)
     struct sc_session *s = sc->sessions;
     while (s && s->id != (uint64_t)q->a[0])
         s = s->next;
+    if (s && s->uid != cred.uid) {
+        pthread_mutex_unlock(&sc->mu);
+        cx_sc_log("warn", "connection named another user's session: refused",
+                  "\"uid\":%u,\"app_pid\":%d", (unsigned)cred.uid, (int)q->a[2]);
+        rc = cx_err_set(EACCES, "that session belongs to another user");
+        goto error;
+    }
     if (!s && (s = calloc(1, sizeof *s))) {
         s->id = (uint64_t)q->a[0];
         s->pid = (int)q->a[2];
+        s->uid = cred.uid;
         pthread_mutex_init(&s->ev_mu, NULL);
         s->next = sc->sessions;
         sc->sessions = s;
@@ -337,7 +382,7 @@ void cx__sc_conn_close(struct sc_conn *c)
 
 /* ---- start and stop ---- */
 
-static int listen_unix(const char *path)
+static int listen_unix(const char *path, unsigned mode)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof sa.sun_path)
@@ -355,7 +400,11 @@ static int listen_unix(const char *path)
         close(fd);
         return cx_err_set(e, "listen on '%s': %s", path, strerror(e));
     }
-    chmod(path, 0666); /* the application may run as another user of the pod */
+    if (chmod(path, mode) < 0) {
+        int e = errno;
+        close(fd);
+        return cx_err_set(e, "socket mode %o on '%s': %s", mode, path, strerror(e));
+    }
     return fd;
 }
 
@@ -412,6 +461,9 @@ int cx_sidecar_start(const struct cx_sidecar_opts *o, struct cx_sidecar **out)
     sc->o.space = sc->space[0] ? sc->space : NULL;
     if (!sc->o.ring_size)
         sc->o.ring_size = 16u << 20;
+    if ((rc = parse_uids(sc, o->allow_uids)) < 0)
+        goto error;
+    sc->o.allow_uids = NULL;
     const char *lists[3] = {o->inputs, o->outputs, o->channels};
     for (int i = 0; i < 3; i++)
         sc->declared[i] = strdup(lists[i] ? lists[i] : "");
@@ -435,7 +487,7 @@ int cx_sidecar_start(const struct cx_sidecar_opts *o, struct cx_sidecar **out)
     }
     if ((rc = cx__sc_http_start(sc)) < 0)
         goto error;
-    if ((sc->lfd = rc = listen_unix(sc->socket)) < 0)
+    if ((sc->lfd = rc = listen_unix(sc->socket, sc->o.socket_mode ? sc->o.socket_mode : 0666)) < 0)
         goto error;
     if ((rc = cx__sc_engine_start(sc)) < 0)
         goto error;

@@ -32,6 +32,13 @@ struct cx_sidecar_opts {
     const char *space;      /* a space server whose reachability /readyz checks, or NULL */
     const char *inputs, *outputs, *channels; /* channel names declared for the pod (lists) */
     uint64_t ring_size;     /* bytes of each ring per application connection (default 16M) */
+    /* who may connect: the socket file's mode (default 0666: the pod's containers may run
+     * as different users; the socket's directory is the pod's own volume) and, when
+     * allow_uids is set ("1000,1001"), only processes of those users (SO_PEERCRED) and of
+     * this process's own. A session belongs to the user that opened it: a connection of
+     * another user naming it is refused. */
+    unsigned socket_mode;
+    const char *allow_uids;
     int quiet;              /* no info logs (warnings and errors still) */
     /* identity, for logs and metrics labels (the operator sets these in the environment) */
     const char *pod, *ns, *node, *fabric, *restart_policy;

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 enum sc_kind { H_FREE = 0, H_SPACE, H_WRITER, H_READER, H_CHAN, H_SOURCE, H_SINK };
 
@@ -56,7 +57,8 @@ struct sc_conn {
 
 struct sc_session {
     uint64_t id;
-    int pid;
+    int pid;                     /* as the application gave it (its own PID namespace) */
+    uid_t uid;                   /* the opener's user (SO_PEERCRED): only it may join */
     int nconn;
     pthread_mutex_t ev_mu;       /* guards ev and its ring 1 (sink handlers, many threads) */
     struct sc_conn *ev;
@@ -76,6 +78,8 @@ struct cx_sidecar {
     char socket[108], http_host[64], transport[16], space[256];
     char http_addr[80];
     char *declared[3];           /* copies of inputs, outputs, channels */
+    uid_t allowed[16];           /* --allow-uid: who may connect (besides this process's) */
+    int nallowed;
     int lfd, hfd;
     int stop_pipe[2];
     pthread_t http_thr;

@@ -2,10 +2,12 @@
  * health and readiness endpoints, readiness following a real space server, metrics that
  * parse as Prometheus text, JSON log lines, strict options, a clean SIGTERM. */
 #include "common/cx_test.h"
+#include "sidecar/cx_sc_proto.h"
 #include "sidecar/sc_testutil.h"
 
 #include <ctype.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 static char g_dir[64];
 
@@ -220,6 +222,80 @@ CX_TEST(http_clients_that_stall_do_not_hold_back_probes)
     for (int i = 0; i <= SILENT; i++)
         if (fds[i] >= 0)
             close(fds[i]);
+    CX_CHECK_EQ_INT(proc_stop(&p, SIGTERM), 0);
+}
+
+/* A hello as user uid (a forked child that drops to it) naming session `session`: 0 when
+ * the sidecar accepts it, 1 when it refuses with EACCES, 2 otherwise. With hold_fd, the
+ * child keeps its connection open until its parent writes to that pipe. */
+static int hello_as(const char *sock, uid_t uid, uint64_t session, int hold_fd)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (setgid(uid) < 0 || setuid(uid) < 0)
+            _exit(3);
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+            _exit(errno == EACCES ? 1 : 2);
+        struct cx_sc_req q = {.op = CX_SC_HELLO, .a = {(int64_t)session, CX_SC_CONN_CALLS, getpid(), CX_SC_PROTO_VERSION}};
+        static struct cx_sc_rep rep;
+        if (send(fd, &q, CX_SC_REQ_HDR, MSG_NOSIGNAL) < 0 || recv(fd, &rep, sizeof rep, 0) < (ssize_t)CX_SC_REP_HDR)
+            _exit(2);
+        if (rep.rc == 0 && hold_fd >= 0) {
+            char b;
+            if (read(hold_fd, &b, 1) < 0) {
+            }
+        }
+        _exit(rep.rc == 0 ? 0 : rep.rc == -EACCES ? 1 : 2);
+    }
+    return pid;
+}
+
+static int exit_code(pid_t pid)
+{
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Who may use a sidecar: the socket's mode, --allow-uid (checked on the peer's credentials,
+ * not on what the hello says), and a session only for the user that opened it. */
+CX_TEST(only_allowed_users_connect_and_sessions_are_their_users_own)
+{
+    if (access(CONFLUXD, X_OK) != 0)
+        CX_SKIP("%s is not built (make -C dataplane bin)", CONFLUXD);
+    if (geteuid() != 0)
+        CX_SKIP("needs root to act as other users (CI runs as root)");
+    const char *sock = tmp_path("u.sock");
+    CX_CHECK(sock);
+    chmod(g_dir, 0755); /* the other users must reach the socket inside */
+    char sockarg[160];
+    snprintf(sockarg, sizeof sockarg, "--socket=%s", sock);
+    const char *args[] = {"--role=sidecar", sockarg, "--http=127.0.0.1:0", "--allow-uid=4242,4244",
+                          "--socket-mode=0666", NULL};
+    struct proc p;
+    CX_CHECK_EQ_INT(proc_start(&p, args, 1), 0);
+    struct stat st;
+    CX_CHECK(stat(sock, &st) == 0 && (st.st_mode & 0777) == 0666);
+    CX_CHECK_EQ_INT(exit_code(hello_as(sock, 4243, 7, -1)), 1); /* not in the list */
+    int hold[2];
+    CX_CHECK(pipe(hold) == 0);
+    pid_t owner = hello_as(sock, 4242, 0x5e55, hold[0]);    /* opens session 0x5e55 */
+    usleep(200000);
+    CX_CHECK_EQ_INT(exit_code(hello_as(sock, 4244, 0x5e55, -1)), 1); /* another user's */
+    CX_CHECK_EQ_INT(exit_code(hello_as(sock, 4244, 0x5e56, -1)), 0); /* its own */
+    CX_CHECK(write(hold[1], "x", 1) == 1);
+    CX_CHECK_EQ_INT(exit_code(owner), 0);
+    close(hold[0]);
+    close(hold[1]);
+    CX_CHECK_EQ_INT(proc_stop(&p, SIGTERM), 0);
+    /* a mode without others' access keeps them out at connect */
+    const char *args2[] = {"--role=sidecar", sockarg, "--http=127.0.0.1:0", "--socket-mode=0600", "--quiet", NULL};
+    CX_CHECK_EQ_INT(proc_start(&p, args2, 0), 0);
+    CX_CHECK(stat(sock, &st) == 0 && (st.st_mode & 0777) == 0600);
+    CX_CHECK_EQ_INT(exit_code(hello_as(sock, 4243, 9, -1)), 1);
     CX_CHECK_EQ_INT(proc_stop(&p, SIGTERM), 0);
 }
 
