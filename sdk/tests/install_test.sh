@@ -23,7 +23,8 @@ major=${version%%.*}
 [ -f "$lib/libconflux.so.$version" ] && [ ! -L "$lib/libconflux.so.$version" ] || fail "no $lib/libconflux.so.$version"
 [ "$(readlink "$lib/libconflux.so.$major")" = "libconflux.so.$version" ] || fail "libconflux.so.$major link"
 [ "$(readlink "$lib/libconflux.so")" = "libconflux.so.$major" ] || fail "libconflux.so link"
-objdump -p "$lib/libconflux.so.$version" | grep -q "SONAME *libconflux.so.$major\$" || fail "soname"
+soname=$(objdump -p "$lib/libconflux.so.$version" | awk '$1 == "SONAME" {print $2}')
+[ "$soname" = "libconflux.so.$major" ] || fail "soname $soname"
 [ -f "$tmp/prefix/include/conflux/conflux.h" ] || fail "no include/conflux/conflux.h"
 
 # the exports against the table
@@ -107,7 +108,8 @@ unset PKG_CONFIG_LIBDIR CPATH C_INCLUDE_PATH LIBRARY_PATH
 # shellcheck disable=SC2046
 "$cc" -std=c11 -pedantic -Wall -Wextra -Werror -o "$tmp/app" "$tmp/app.c" \
   $(pkg-config --cflags --libs conflux) -pthread || fail "the pkg-config build failed"
-ldd "$tmp/app" | grep -q "libconflux.so.$major => $lib/" || fail "app does not load $lib: $(ldd "$tmp/app")"
+deps=$(ldd "$tmp/app")
+[[ $deps == *"libconflux.so.$major => $lib/"* ]] || fail "the program does not load $lib: $deps"
 env -u CONFLUX_SOCKET "$tmp/app" || fail "the program failed (embedded)"
 "$here/with_sidecar.sh" "$tmp/app" || fail "the program failed (through a sidecar)"
 echo "install_test: passed"
