@@ -2,6 +2,7 @@
 # The SDK as a user gets it: `make install PREFIX=<temp>`, then
 #   - the library's links and soname, and its exports: exactly the calls of the API's table
 #     (dataplane/src/api/cx_api_calls.h, routed and local), nothing of the data plane else;
+#   - the installed headers compile as C11 and C++17 with only PREFIX/include;
 #   - a program built with nothing but pkg-config (no repository include path) under
 #     -std=c11 -pedantic -Werror, run embedded and through a sidecar: the library's version
 #     is the header's, and a typed channel with a local sink delivers every event.
@@ -110,6 +111,12 @@ unset PKG_CONFIG_LIBDIR CPATH C_INCLUDE_PATH LIBRARY_PATH
   $(pkg-config --cflags --libs conflux) -pthread || fail "the pkg-config build failed"
 deps=$(ldd "$tmp/app")
 [[ $deps == *"libconflux.so.$major => $lib/"* ]] || fail "the program does not load $lib: $deps"
+# the tree needs no include path of its own: <conflux/conflux.h> from PREFIX/include, C and C++
+printf '#include <conflux/conflux.h>\nint main(void) { return conflux_version()[0] == 0; }\n' > "$tmp/plain.c"
+"$cc" -std=c11 -pedantic -Wall -Wextra -Werror -fsyntax-only -I"$tmp/prefix/include" "$tmp/plain.c" ||
+  fail "<conflux/conflux.h> does not compile as C11"
+${CXX:-c++} -std=c++17 -Wall -Wextra -Werror -fsyntax-only -x c++ -I"$tmp/prefix/include" "$tmp/plain.c" ||
+  fail "<conflux/conflux.h> does not compile as C++17"
 env -u CONFLUX_SOCKET "$tmp/app" || fail "the program failed (embedded)"
 "$here/with_sidecar.sh" "$tmp/app" || fail "the program failed (through a sidecar)"
 echo "install_test: passed"
