@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The SDK as a user gets it: `make install PREFIX=<temp>`, then
 #   - the library's links and soname, and its exports: exactly the calls of the API's table
-#     (dataplane/src/api/cx_api_calls.h, routed and local), nothing of the data plane else;
+#     (dataplane/src/api/cx_api_calls.h, routed and local), nothing of the data plane else,
+#     and exactly the calls the installed headers declare;
 #   - the installed headers compile as C11 and C++17 with only PREFIX/include;
 #   - a program built with nothing but pkg-config (no repository include path) under
 #     -std=c11 -pedantic -Werror, run embedded and through a sidecar: the library's version
@@ -36,7 +37,16 @@ nm -D --defined-only "$lib/libconflux.so.$version" | awk '$2 != "A" {print $3}' 
 if ! diff -u "$tmp/want" "$tmp/got" > "$tmp/diff"; then
   cat "$tmp/diff" >&2; fail "the exports differ from the table (- missing, + extra)"
 fi
-echo "install_test: $(wc -l < "$tmp/got") exports, exactly the table's"
+# and the table against the installed headers: every call they declare (not static inline;
+# gcc -aux-info lists the prototypes, gcc whatever CC is)
+printf '#include <conflux/conflux.h>\n' > "$tmp/decl.c"
+gcc -std=c11 -fsyntax-only -aux-info "$tmp/aux" -I"$tmp/prefix/include" "$tmp/decl.c"
+grep -F "$tmp/prefix/include/conflux/" "$tmp/aux" | grep -v ' static ' |
+  sed -E 's/.*\*\/ extern [^(]*[ *]([a-z_0-9]+) \(.*/\1/' | sort -u > "$tmp/declared"
+if ! diff -u "$tmp/want" "$tmp/declared" > "$tmp/diff"; then
+  cat "$tmp/diff" >&2; fail "the installed headers declare other calls than the table (- not declared, + not in the table)"
+fi
+echo "install_test: $(wc -l < "$tmp/got") exports, exactly the table's and the installed headers' calls"
 
 # a program built with pkg-config only
 cat > "$tmp/app.c" <<'C'
