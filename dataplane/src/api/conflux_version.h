@@ -5,6 +5,8 @@
 #ifndef CONFLUX_VERSION_H
 #define CONFLUX_VERSION_H
 
+#include "common/cx_export.h"
+
 #define CONFLUX_VERSION_MAJOR 0
 #define CONFLUX_VERSION_MINOR 1
 #define CONFLUX_VERSION_PATCH 0
@@ -19,7 +21,7 @@ extern "C" {
 
 /* The version of the library this program runs with ("0.1.0"), compiled into it: a program
  * built with another header's CONFLUX_VERSION_STRING sees the skew. */
-const char *conflux_version(void);
+CX_EXPORT const char *conflux_version(void);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
  * process (cx_api.h); the rows of api/cx_api_calls.h make them all. */
 #include "api/cx_api.h"
 
+#include "common/cx_export.h"
 #include "sidecar/cx_sc_client.h"
 
 #define CX_API_EMBEDDED(kind, ret, name, impl, params, args) .impl = cx_embedded_##impl,
@@ -31,5 +32,5 @@ const char *conflux_version(void) { return CONFLUX_VERSION_STRING; }
 #define CX_API_BODY_R(impl, args) return cx_api_backend()->impl args;
 #define CX_API_BODY_V(impl, args) cx_api_backend()->impl args;
 #define CX_API_PUBLIC(kind, ret, name, impl, params, args) \
-    ret name params { CX_API_BODY_##kind(impl, args) }
+    CX_EXPORT ret name params { CX_API_BODY_##kind(impl, args) }
 CX_API_CALLS(CX_API_PUBLIC)
