@@ -96,6 +96,21 @@ CX_TEST(unrouted_calls_fail_cleanly_through_a_sidecar)
     CX_CHECK_EQ_INT(cx_errcode(), ENOTSUP);
 }
 
+/* Every row has both backends (the link fails first; this names the row if a NULL slipped in). */
+CX_TEST(every_row_has_both_backends)
+{
+    int rows = 0;
+#define CX_API_TEST_ROW(kind, ret, name, impl, params, args)                           \
+    do {                                                                                \
+        rows++;                                                                         \
+        if (!cx_api_embedded.impl || !cx_api_sidecar.impl)                              \
+            fprintf(stderr, "  %s: a backend is missing\n", #name), *cx_failed = 1;    \
+    } while (0);
+    CX_API_CALLS(CX_API_TEST_ROW)
+#undef CX_API_TEST_ROW
+    CX_CHECK(rows > 0);
+}
+
 CX_TEST(version_is_compiled_in) { CX_CHECK_STR(conflux_version(), CONFLUX_VERSION_STRING); }
 
 CX_TEST_MAIN()
