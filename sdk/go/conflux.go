@@ -10,19 +10,20 @@
 //	r, _ := space.Attach("results")
 //	for { got, err := conflux.ReadEvents[Sample](r, f, -1); if err == io.EOF { break } ... }
 //
-// Embedded mode: libconflux runs inside this process; there is no sidecar yet.
+// Modes: libconflux goes through the pod's sidecar when CONFLUX_SOCKET is set, and runs
+// inside this process otherwise (sdk/README.md, "Mode"); the calls are the same.
 //
-// Linking: the package links sdk/build/lib/libconflux.so (a link to
-// dataplane/build/libconflux.so made by `make -C sdk lib`) with an rpath to it, so the
-// library's own dependencies (DPDK, UCX, OpenSSL) come with it.
+// Linking: through pkg-config (conflux.pc of an installed SDK, `make -C sdk install`; the
+// SDK's Makefile points PKG_CONFIG_PATH at the install it stages in sdk/build/stage), which
+// gives the headers and the shared library with an rpath to it, so the library's own
+// dependencies (DPDK, UCX, OpenSSL) come with it.
 //
 // Errors are *Error values carrying the errno and the library's message (cx_errmsg);
 // errors.Is(err, syscall.EBUSY) works. The end of a pipe is io.EOF.
 package conflux
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../include -I${SRCDIR}/../../dataplane/src
-#cgo LDFLAGS: -L${SRCDIR}/../build/lib -lconflux -Wl,-rpath,${SRCDIR}/../build/lib
+#cgo pkg-config: conflux
 #include <stdlib.h>
 #include "conflux.h"
 */
@@ -34,7 +35,7 @@ import (
 	"syscall"
 )
 
-// Version is the SDK version of the header this package was built with ("0.1.0").
+// Version is the version of the library this program runs with ("0.1.0").
 func Version() string { return C.GoString(C.conflux_version()) }
 
 // Header version numbers.

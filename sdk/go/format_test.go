@@ -14,7 +14,7 @@ import (
 )
 
 func TestVersionIsTheHeaders(t *testing.T) {
-	h, err := os.ReadFile("../include/conflux.h")
+	h, err := os.ReadFile("../../dataplane/src/api/conflux_version.h")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,14 +26,18 @@
  * in dataplane/src/sidecar/README.md.
  *
  * How this header is built: it includes the data plane's own module headers, which are the
- * declarations libconflux is compiled with, so the two cannot drift apart. Compile with both
- * include paths and link libconflux:
+ * declarations libconflux is compiled with, so the two cannot drift apart. An installed SDK
+ * (`make -C sdk install PREFIX=...`) holds them all under include/conflux/; build with
+ * pkg-config only:
  *
- *     cc -I sdk/include -I dataplane/src app.c -L sdk/build/lib -lconflux \
- *        -Wl,-rpath,$PWD/sdk/build/lib          # `make -C sdk lib` makes sdk/build/lib
+ *     cc app.c $(pkg-config --cflags --libs conflux)     # #include <conflux.h>
+ *
+ * In this repository, `make -C sdk lib` stages such an install in sdk/build/stage.
  *
  * What each included header gives (each call is documented there, next to its declaration):
  *
+ *   api/conflux_version.h       conflux_version()    the library's version at run time;
+ *                               CONFLUX_VERSION_*    the header's
  *   common/cx_error.h           cx_errmsg()          the calling thread's last error message
  *                               cx_errcode()         its errno;  cx_err_clear()
  *   format/cx_format.h          cx_format_create()   a format from a field list (explicit or
@@ -62,20 +66,15 @@
  * set errno (pi_read: -1 with errno EPIPE at the end of the pipe). Either way cx_errmsg()
  * names what was wrong ("pipe 'results' has a writer already").
  *
- * Versioning: CONFLUX_VERSION_MAJOR/MINOR/PATCH below, semantic: a MINOR release adds calls,
- * a MAJOR one may change them. 0.x: the API may still change between minor versions.
+ * Versioning (api/conflux_version.h): semantic, a MINOR release adds calls, a MAJOR one may
+ * change them; 0.x: the API may still change between minor versions. The shared library
+ * exports exactly the calls of these headers (its soname follows MAJOR); conflux_version()
+ * != CONFLUX_VERSION_STRING means the program runs with another library than it was built for.
  */
 #ifndef CONFLUX_H
 #define CONFLUX_H
 
-#define CONFLUX_VERSION_MAJOR 0
-#define CONFLUX_VERSION_MINOR 1
-#define CONFLUX_VERSION_PATCH 0
-#define CONFLUX_VERSION_STRING "0.1.0"
-/* One comparable number: MAJOR * 10000 + MINOR * 100 + PATCH. */
-#define CONFLUX_VERSION_NUMBER \
-    (CONFLUX_VERSION_MAJOR * 10000 + CONFLUX_VERSION_MINOR * 100 + CONFLUX_VERSION_PATCH)
-
+#include "api/conflux_version.h"
 #include "common/cx_error.h"
 #include "format/cx_format.h"
 #include "format/cx_format_registry.h"
@@ -90,9 +89,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The SDK version this header declares ("0.1.0"). */
-static inline const char *conflux_version(void) { return CONFLUX_VERSION_STRING; }
 
 /* A format from a JSON schema, handed to the registry in one step (what channels and pipes
  * want). json is NUL-terminated. Returns 0 and the registered format in *out (it lives until

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "channel/cx_chan_int.h"
 
+#include "api/cx_api.h"
 #include "common/cx_error.h"
 
 #include <arpa/inet.h>
@@ -40,7 +41,7 @@ void chan_kick(struct cx_chan_ctx *ctx)
         cx_engine_unpark(ctx->eng);
 }
 
-int cx_chan_ctx_drive(struct cx_chan_ctx *ctx, long timeout_us)
+int cx_embedded_chan_ctx_drive(struct cx_chan_ctx *ctx, long timeout_us)
 {
     if (chan_on_progress_thread(ctx))
         return cx_err_set(EDEADLK, "channel: cx_chan_ctx_drive from a sink handler");
@@ -186,7 +187,7 @@ static void pick_advertise(const char *bound, char *out, size_t cap)
     snprintf(out, cap, "tcp://%s:%s", ip, bound + strlen(wild));
 }
 
-int cx_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **out)
+int cx_embedded_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **out)
 {
     int rc = chan_ctrl_init();
     if (rc < 0)
@@ -271,9 +272,9 @@ fail:
     return rc;
 }
 
-const char *cx_chan_ctx_addr(const struct cx_chan_ctx *ctx) { return ctx->addr; }
+const char *cx_embedded_chan_ctx_addr(const struct cx_chan_ctx *ctx) { return ctx->addr; }
 
-void cx_chan_ctx_destroy(struct cx_chan_ctx *ctx)
+void cx_embedded_chan_ctx_destroy(struct cx_chan_ctx *ctx)
 {
     if (!ctx)
         return;
@@ -286,7 +287,7 @@ void cx_chan_ctx_destroy(struct cx_chan_ctx *ctx)
         struct cx_chan *ch = ctx->chans;
         ch->refs = 1;
         pthread_mutex_unlock(&ctx->lock);
-        cx_chan_close(ch);
+        cx_embedded_chan_close(ch);
         pthread_mutex_lock(&ctx->lock);
     }
     /* let the goodbyes leave (bounded: a dead peer must not hold us) */

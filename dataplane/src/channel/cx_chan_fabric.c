@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "channel/cx_chan_int.h"
 
+#include "api/cx_api.h"
 #include "common/cx_error.h"
 
 #include <ctype.h>
@@ -60,8 +61,8 @@ enum chan_link_choice chan_link_rank(const char *mine, const char *theirs, const
     return CHAN_LINK_TCP;
 }
 
-const char *cx_chan_ctx_fabric(const struct cx_chan_ctx *ctx) { return ctx->fabric; }
-const char *cx_chan_ctx_fabric_addr(const struct cx_chan_ctx *ctx) { return ctx->ucx_addr; }
+const char *cx_embedded_chan_ctx_fabric(const struct cx_chan_ctx *ctx) { return ctx->fabric; }
+const char *cx_embedded_chan_ctx_fabric_addr(const struct cx_chan_ctx *ctx) { return ctx->ucx_addr; }
 
 /* ---- dial threads ---- */
 

@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "channel/cx_chan_int.h"
 
+#include "api/cx_api.h"
 #include "common/cx_error.h"
 
 #include <fcntl.h>
@@ -169,7 +170,7 @@ int chan_listen_poll(void *arg, int budget)
     return work;
 }
 
-int cx_chan_ctx_link(struct cx_chan_ctx *ctx, const char *addr, char *out, size_t cap)
+int cx_embedded_chan_ctx_link(struct cx_chan_ctx *ctx, const char *addr, char *out, size_t cap)
 {
     if (!ctx || !addr || !out || !cap)
         return cx_err_set(EINVAL, "channel: cx_chan_ctx_link needs a runtime, an address and a buffer");

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "channel/cx_chan_int.h"
 
+#include "api/cx_api.h"
 #include "common/cx_error.h"
 #include "format/cx_format_registry.h"
 
@@ -53,7 +54,7 @@ static void chan_unlink(struct cx_chan *ch)
         }
 }
 
-int cx_chan_create(struct cx_chan_ctx *ctx, const struct cx_chan_opts *o, struct cx_chan **out)
+int cx_embedded_chan_create(struct cx_chan_ctx *ctx, const struct cx_chan_opts *o, struct cx_chan **out)
 {
     struct cx_chan_opts d = {0};
     if (!o)
@@ -122,7 +123,7 @@ static void chan_free(struct cx_chan *ch)
     free(ch);
 }
 
-int cx_chan_open(struct cx_chan_ctx *ctx, const char *id, int timeout_ms, struct cx_chan **out)
+int cx_embedded_chan_open(struct cx_chan_ctx *ctx, const char *id, int timeout_ms, struct cx_chan **out)
 {
     char contact[CHAN_ADDR_MAX];
     uint32_t num = 0;
@@ -183,9 +184,9 @@ int cx_chan_open(struct cx_chan_ctx *ctx, const char *id, int timeout_ms, struct
     return rc;
 }
 
-const char *cx_chan_id(const struct cx_chan *ch) { return ch->id; }
-const struct cx_format *cx_chan_format(const struct cx_chan *ch) { return ch->fmt; }
-enum cx_chan_mode cx_chan_mode(const struct cx_chan *ch) { return ch->mode; }
+const char *cx_embedded_chan_id(const struct cx_chan *ch) { return ch->id; }
+const struct cx_format *cx_embedded_chan_format(const struct cx_chan *ch) { return ch->fmt; }
+enum cx_chan_mode cx_embedded_chan_mode(const struct cx_chan *ch) { return ch->mode; }
 
 /* ---- membership ---- */
 
@@ -539,7 +540,7 @@ void chan_connect_pending(struct cx_chan_ctx *ctx)
     }
 }
 
-void cx_chan_close(struct cx_chan *ch)
+void cx_embedded_chan_close(struct cx_chan *ch)
 {
     if (!ch)
         return;
@@ -570,7 +571,7 @@ void cx_chan_close(struct cx_chan *ch)
     pthread_mutex_unlock(&ctx->lock);
 }
 
-void cx_chan_stats(struct cx_chan *ch, struct cx_chan_stats *out)
+void cx_embedded_chan_stats(struct cx_chan *ch, struct cx_chan_stats *out)
 {
     pthread_mutex_lock(&ch->ctx->lock);
     *out = ch->st;
@@ -598,7 +599,7 @@ void cx_chan_stats(struct cx_chan *ch, struct cx_chan_stats *out)
     pthread_mutex_unlock(&ch->ctx->lock);
 }
 
-int cx_chan_wait_members(struct cx_chan *ch, unsigned sources, unsigned sinks, int timeout_ms)
+int cx_embedded_chan_wait_members(struct cx_chan *ch, unsigned sources, unsigned sinks, int timeout_ms)
 {
     struct cx_chan_ctx *ctx = ch->ctx;
     long long deadline = timeout_ms < 0 ? -1 : chan_now_ms() + timeout_ms;

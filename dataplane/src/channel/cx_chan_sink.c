@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "channel/cx_chan_int.h"
 
+#include "api/cx_api.h"
 #include "common/cx_error.h"
 #include "format/cx_format_registry.h"
 
@@ -293,7 +294,7 @@ int chan_dispatch_local(struct cx_chan_ctx *ctx, int budget)
     return work;
 }
 
-int cx_chan_sink(struct cx_chan *ch, const struct cx_chan_sink_opts *o, cx_chan_handler fn,
+int cx_embedded_chan_sink(struct cx_chan *ch, const struct cx_chan_sink_opts *o, cx_chan_handler fn,
                  void *arg, struct cx_chan_sink **out)
 {
     struct cx_chan_sink_opts none = {0};
@@ -363,7 +364,7 @@ int cx_chan_sink(struct cx_chan *ch, const struct cx_chan_sink_opts *o, cx_chan_
     if (announce &&
         (rc = chan_member_announce(ch, tag, CHAN_SINK, o->filter,
                                    o->projection ? cx_format_token(o->projection) : 0)) < 0) {
-        cx_chan_sink_close(k);
+        cx_embedded_chan_sink_close(k);
         return rc;
     }
     *out = k;
@@ -420,7 +421,7 @@ void chan_sink_detach(struct cx_chan_sink *k)
         sink_free(k);
 }
 
-void cx_chan_sink_close(struct cx_chan_sink *k)
+void cx_embedded_chan_sink_close(struct cx_chan_sink *k)
 {
     if (!k)
         return;
@@ -432,7 +433,7 @@ void cx_chan_sink_close(struct cx_chan_sink *k)
     pthread_mutex_unlock(&ctx->lock);
 }
 
-size_t cx_chan_sink_error(struct cx_chan_sink *k, char *out, size_t cap)
+size_t cx_embedded_chan_sink_error(struct cx_chan_sink *k, char *out, size_t cap)
 {
     struct cx_chan_ctx *ctx = k->ch ? k->ch->ctx : NULL;
     if (ctx)

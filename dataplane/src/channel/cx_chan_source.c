@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "channel/cx_chan_int.h"
 
+#include "api/cx_api.h"
 #include "common/cx_error.h"
 #include "format/cx_format_registry.h"
 
@@ -55,7 +56,7 @@ int chan_check_native(const struct cx_format *f, const char *what)
     return 0;
 }
 
-int cx_chan_source(struct cx_chan *ch, const struct cx_format *fmt, struct cx_chan_source **out)
+int cx_embedded_chan_source(struct cx_chan *ch, const struct cx_format *fmt, struct cx_chan_source **out)
 {
     if (!fmt)
         return cx_err_set(EINVAL, "channel %s: a source needs a format", ch->id);
@@ -79,14 +80,14 @@ int cx_chan_source(struct cx_chan *ch, const struct cx_format *fmt, struct cx_ch
     chan_kick(ctx);
     pthread_mutex_unlock(&ctx->lock);
     if ((rc = chan_member_announce(ch, s->tag, CHAN_SOURCE, NULL, 0)) < 0) {
-        cx_chan_source_close(s);
+        cx_embedded_chan_source_close(s);
         return rc;
     }
     *out = s;
     return 0;
 }
 
-void cx_chan_source_close(struct cx_chan_source *s)
+void cx_embedded_chan_source_close(struct cx_chan_source *s)
 {
     if (!s)
         return;
@@ -458,17 +459,17 @@ static int submit(struct cx_chan_source *s, const void *event, void *owned,
     return rc;
 }
 
-int cx_chan_submit_wait(struct cx_chan_source *s, const void *event, int timeout_ms)
+int cx_embedded_chan_submit_wait(struct cx_chan_source *s, const void *event, int timeout_ms)
 {
     return submit(s, event, NULL, NULL, NULL, timeout_ms);
 }
 
-int cx_chan_submit(struct cx_chan_source *s, const void *event)
+int cx_embedded_chan_submit(struct cx_chan_source *s, const void *event)
 {
-    return cx_chan_submit_wait(s, event, 0);
+    return cx_embedded_chan_submit_wait(s, event, 0);
 }
 
-int cx_chan_submit_owned(struct cx_chan_source *s, void *event,
+int cx_embedded_chan_submit_owned(struct cx_chan_source *s, void *event,
                          void (*release)(void *arg, void *event), void *arg, int timeout_ms)
 {
     return submit(s, event, event, release, arg, timeout_ms);

@@ -7,6 +7,7 @@
  * Options are parsed strictly, per role: an unknown option, an option of the other role or a
  * bad value prints the usage and exits 2. SIGTERM or SIGINT stop either role cleanly.
  */
+#include "api/cx_api.h"
 #include "common/cx_error.h"
 #include "sidecar/cx_sc_log.h"
 #include "sidecar/cx_sidecar.h"
@@ -355,6 +356,9 @@ static int sidecar_main(int argc, char **argv)
 /* The role decides which options exist: find it before parsing. */
 int main(int argc, char **argv)
 {
+    /* confluxd serves calls with its own runtimes: a sidecar inside a pod (CONFLUX_SOCKET set
+     * for its applications) must never send them on to a sidecar */
+    cx_api_use_embedded();
     const char *role = NULL;
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "--role=", 7) == 0)

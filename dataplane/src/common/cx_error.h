@@ -11,6 +11,8 @@
 #ifndef CX_ERROR_H
 #define CX_ERROR_H
 
+#include "common/cx_export.h"
+
 #include <errno.h>
 #include <stddef.h>
 
@@ -19,20 +21,20 @@ extern "C" {
 #endif
 
 /* Records a message for `err` (a positive errno) and returns -err. */
-int cx_err_set(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+CX_EXPORT int cx_err_set(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Prefixes the current message with context ("context: old message") and returns rc
  * unchanged, so it can be used as `return cx_err_wrap(rc, ...)`. */
-int cx_err_wrap(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+CX_EXPORT int cx_err_wrap(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The calling thread's last message, or "" if none. Valid until the next cx_err_* call. */
-const char *cx_errmsg(void);
+CX_EXPORT const char *cx_errmsg(void);
 
 /* The errno of the last cx_err_set on this thread, or 0. */
-int cx_errcode(void);
+CX_EXPORT int cx_errcode(void);
 
 /* Forgets the calling thread's last error. */
-void cx_err_clear(void);
+CX_EXPORT void cx_err_clear(void);
 
 #ifdef __cplusplus
 }

@@ -48,6 +48,7 @@
 #ifndef CX_FORMAT_H
 #define CX_FORMAT_H
 
+#include "common/cx_export.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -102,13 +103,13 @@ enum cx_shape { CX_SHAPE_ONE = 0, CX_SHAPE_FIXED = 1, CX_SHAPE_VAR = 2 };
 struct cx_format;
 
 /* Fills *a with the facts of the machine this code runs on. */
-void cx_arch_native(struct cx_arch *a);
+CX_EXPORT void cx_arch_native(struct cx_arch *a);
 
 /* Builds a format from a declaration (top struct first). arch NULL means this machine.
  * Returns 0 and a new format in *out (free with cx_format_free), or a negative errno with
  * cx_errmsg() naming the struct and field at fault: -EINVAL for a bad type string, size,
  * offset, unknown struct name or length field, unsupported shape; -E2BIG past the limits. */
-int cx_format_create(const struct cx_struct_decl *decl, const struct cx_arch *arch,
+CX_EXPORT int cx_format_create(const struct cx_struct_decl *decl, const struct cx_arch *arch,
                      struct cx_format **out);
 
 /* Builds a format from the JSON schema the Channel CRD carries:
@@ -119,28 +120,28 @@ int cx_format_create(const struct cx_struct_decl *decl, const struct cx_arch *ar
  * alignment rules for `arch` (NULL: this machine). The parser is strict: unknown keys,
  * duplicate keys, trailing bytes, bad escapes and nesting deeper than 32 are rejected.
  * Returns 0 and *out, or -EINVAL with a message giving the byte position or the field. */
-int cx_format_from_json(const char *json, size_t len, const struct cx_arch *arch,
+CX_EXPORT int cx_format_from_json(const char *json, size_t len, const struct cx_arch *arch,
                         struct cx_format **out);
 
 /* Frees a format that was not handed to the registry. NULL is allowed. */
-void cx_format_free(struct cx_format *f);
+CX_EXPORT void cx_format_free(struct cx_format *f);
 
 /* The format token (never 0). */
-uint64_t cx_format_token(const struct cx_format *f);
+CX_EXPORT uint64_t cx_format_token(const struct cx_format *f);
 
 /* The top struct's name, its size in bytes and its architecture. */
-const char *cx_format_name(const struct cx_format *f);
-size_t cx_format_size(const struct cx_format *f);
-const struct cx_arch *cx_format_arch(const struct cx_format *f);
+CX_EXPORT const char *cx_format_name(const struct cx_format *f);
+CX_EXPORT size_t cx_format_size(const struct cx_format *f);
+CX_EXPORT const struct cx_arch *cx_format_arch(const struct cx_format *f);
 
 /* The canonical description (the bytes the token hashes, and the reflection wire form a
  * format service hands out). Points into f; valid while f lives. */
-const uint8_t *cx_format_describe(const struct cx_format *f, size_t *len);
+CX_EXPORT const uint8_t *cx_format_describe(const struct cx_format *f, size_t *len);
 
 /* Rebuilds a format from a description received from elsewhere. Every count, offset, size
  * and reference is checked: returns 0 and *out, or -EPROTO with a message for a malformed
  * description (never reads past desc[len)). */
-int cx_format_from_description(const uint8_t *desc, size_t len, struct cx_format **out);
+CX_EXPORT int cx_format_from_description(const uint8_t *desc, size_t len, struct cx_format **out);
 
 #ifdef __cplusplus
 }

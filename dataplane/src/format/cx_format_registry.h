@@ -9,6 +9,7 @@
 #ifndef CX_FORMAT_REGISTRY_H
 #define CX_FORMAT_REGISTRY_H
 
+#include "common/cx_export.h"
 #include "format/cx_format.h"
 
 #ifdef __cplusplus
@@ -24,19 +25,19 @@ typedef int (*cx_format_fetch_fn)(void *arg, uint64_t token, uint8_t **desc, siz
 /* Hands f to the registry (the registry owns it from now on, even on error). If a format
  * with the same token is already there, f is freed and the registered one is used. Sets
  * *canon (may be NULL) to the registered format. Returns 0, or -ENOMEM. */
-int cx_format_registry_insert(struct cx_format *f, const struct cx_format **canon);
+CX_EXPORT int cx_format_registry_insert(struct cx_format *f, const struct cx_format **canon);
 
 /* The format registered under token. On a miss, calls the fetch hook if one is set.
  * Returns the format, or NULL with cx_errmsg() set: -ENOENT "unknown format token ..."
  * when no hook is set or the hook does not know it, -EPROTO when the fetched description
  * is malformed or hashes to another token. */
-const struct cx_format *cx_format_registry_lookup(uint64_t token);
+CX_EXPORT const struct cx_format *cx_format_registry_lookup(uint64_t token);
 
 /* Sets (or with fn NULL, removes) the fetch hook. */
-void cx_format_registry_set_fetch(cx_format_fetch_fn fn, void *arg);
+CX_EXPORT void cx_format_registry_set_fetch(cx_format_fetch_fn fn, void *arg);
 
 /* Number of formats registered (for tests and metrics). */
-size_t cx_format_registry_count(void);
+CX_EXPORT size_t cx_format_registry_count(void);
 
 #ifdef __cplusplus
 }

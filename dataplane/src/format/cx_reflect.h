@@ -13,6 +13,7 @@
 #ifndef CX_REFLECT_H
 #define CX_REFLECT_H
 
+#include "common/cx_export.h"
 #include "format/cx_format.h"
 
 #ifdef __cplusplus
@@ -48,28 +49,28 @@ struct cx_value {
 
 /* Looks the token up in the registry (fetching it if a hook is set) and checks the event
  * (as cx_decode does). Returns 0, -ENOENT for an unknown token, -EPROTO for a bad event. */
-int cx_reflect_open(uint64_t token, const void *buf, size_t len, struct cx_view *v);
+CX_EXPORT int cx_reflect_open(uint64_t token, const void *buf, size_t len, struct cx_view *v);
 
 /* The same with the format at hand. */
-int cx_reflect_open_format(const struct cx_format *f, const void *buf, size_t len,
+CX_EXPORT int cx_reflect_open_format(const struct cx_format *f, const void *buf, size_t len,
                            struct cx_view *v);
 
 /* Number of fields of the top struct. */
-int cx_reflect_count(const struct cx_view *v);
+CX_EXPORT int cx_reflect_count(const struct cx_view *v);
 
 /* Describes top-level field i. Returns 0, or -ERANGE. */
-int cx_reflect_field(const struct cx_view *v, int i, struct cx_field_info *fi);
+CX_EXPORT int cx_reflect_field(const struct cx_view *v, int i, struct cx_field_info *fi);
 
 /* Reads element `index` (0 for a single value) of the scalar or string field at `path`
  * ("id", "pos.x": dots go into nested structs). Returns 0, -ENOENT for an unknown path,
  * -ERANGE for an index past the array, -EINVAL when the field is a struct. */
-int cx_reflect_get(const struct cx_view *v, const char *path, uint64_t index,
+CX_EXPORT int cx_reflect_get(const struct cx_view *v, const char *path, uint64_t index,
                    struct cx_value *val);
 
 /* Prints the event as one JSON object (fields in declaration order; char arrays as
  * strings; NaN and infinities as null). Writes at most cap bytes including the NUL and
  * returns the length needed (like snprintf). */
-long cx_reflect_json(const struct cx_view *v, char *out, size_t cap);
+CX_EXPORT long cx_reflect_json(const struct cx_view *v, char *out, size_t cap);
 
 #ifdef __cplusplus
 }

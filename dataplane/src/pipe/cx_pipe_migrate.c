@@ -14,6 +14,7 @@
  */
 #include "pipe/cx_pipe_int.h"
 
+#include "api/cx_api.h"
 #include "common/cx_error.h"
 #include "space/cx_crc32c.h"
 #include "transport/cx_driver.h"
@@ -212,7 +213,7 @@ void pi_writer_events(struct pi_writer *w)
         }
 }
 
-int pi_writer_stats(int d, struct pi_writer_stats *out)
+int cx_embedded_pi_writer_stats(int d, struct pi_writer_stats *out)
 {
     pthread_mutex_lock(&g_pi.mu);
     struct pi_writer *w = d >= 0 && d < PI_MAX_DESC && g_pi.desc[d].kind == PI_WRITER ? g_pi.desc[d].w : NULL;
@@ -227,7 +228,7 @@ int pi_writer_stats(int d, struct pi_writer_stats *out)
     return w ? 0 : pi_fail(cx_err_set(EBADF, "%d is not a pipe open for writing", d));
 }
 
-int pi_link(int d, char *out, size_t cap)
+int cx_embedded_pi_link(int d, char *out, size_t cap)
 {
     char link[PI_LINK_MAX] = "";
     pthread_mutex_lock(&g_pi.mu);
@@ -339,7 +340,7 @@ static long writer_out(int d, struct pi_writer *w, uint32_t hold_ms, uint8_t *ou
     return (long)pi_blob_encode(&b, out);
 }
 
-long pi_migrate_out(int d, int hold_ms, void *blob, size_t cap)
+long cx_embedded_pi_migrate_out(int d, int hold_ms, void *blob, size_t cap)
 {
     if (hold_ms < 0)
         return pi_fail(cx_err_set(EINVAL, "pi_migrate_out: hold_ms %d", hold_ms));
@@ -410,7 +411,7 @@ error:
     return rc;
 }
 
-int pi_migrate_in(const void *blob, size_t len, int s)
+int cx_embedded_pi_migrate_in(const void *blob, size_t len, int s)
 {
     struct pi_blob b;
     int rc = pi_blob_decode(blob, len, &b);

@@ -3,6 +3,7 @@
  * merged with writers' direct streams in the reader's buffer (cx_pipe_buf.h). */
 #include "pipe/cx_pipe_int.h"
 
+#include "api/cx_api.h"
 #include "common/cx_error.h"
 #include "format/cx_format.h"
 #include "transport/cx_driver.h"
@@ -46,7 +47,7 @@ void pi_reader_free(struct pi_reader *r)
     free(r);
 }
 
-int pi_attach(const char *name, int s)
+int cx_embedded_pi_attach(const char *name, int s)
 {
     int rc0 = pi_name_check(name, "pi_attach");
     if (rc0 < 0)
@@ -265,7 +266,7 @@ int pi_reader_fds(struct pollfd *pf, int cap)
 
 /* ---- the application's calls ------------------------------------------------------- */
 
-long pi_read_timeout(int d, void *b, size_t len, const struct cx_format *t, int timeout_ms)
+long cx_embedded_pi_read_timeout(int d, void *b, size_t len, const struct cx_format *t, int timeout_ms)
 {
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
@@ -335,12 +336,12 @@ long pi_read_timeout(int d, void *b, size_t len, const struct cx_format *t, int 
     }
 }
 
-long pi_read(int d, void *b, size_t len, const struct cx_format *t)
+long cx_embedded_pi_read(int d, void *b, size_t len, const struct cx_format *t)
 {
-    return pi_read_timeout(d, b, len, t, -1);
+    return cx_embedded_pi_read_timeout(d, b, len, t, -1);
 }
 
-int pi_seek(int d, uint64_t seg)
+int cx_embedded_pi_seek(int d, uint64_t seg)
 {
     pthread_mutex_lock(&g_pi.mu);
     struct pi_reader *r = reader_get(d);
@@ -359,7 +360,7 @@ int pi_seek(int d, uint64_t seg)
     return r ? 0 : pi_fail(-EBADF);
 }
 
-int64_t pi_tell(int d)
+int64_t cx_embedded_pi_tell(int d)
 {
     pthread_mutex_lock(&g_pi.mu);
     struct pi_reader *r = reader_get(d);
@@ -368,7 +369,7 @@ int64_t pi_tell(int d)
     return r ? pos : pi_fail(-EBADF);
 }
 
-int pi_detach(int d)
+int cx_embedded_pi_detach(int d)
 {
     pthread_mutex_lock(&g_pi.mu);
     struct pi_reader *r = reader_get(d);
@@ -381,7 +382,7 @@ int pi_detach(int d)
     return 0;
 }
 
-int pi_reader_stats(int d, struct pi_reader_stats *out)
+int cx_embedded_pi_reader_stats(int d, struct pi_reader_stats *out)
 {
     pthread_mutex_lock(&g_pi.mu);
     struct pi_reader *r = reader_get(d);

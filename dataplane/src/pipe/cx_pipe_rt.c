@@ -3,6 +3,7 @@
  * asynchronously"), pi_unlink. */
 #include "pipe/cx_pipe_int.h"
 
+#include "api/cx_api.h"
 #include "common/cx_error.h"
 #include "format/cx_format.h"
 #include "space/cx_space_name.h"
@@ -272,7 +273,7 @@ static int listen_addr(const char *want, struct cx_space_client *c, char *out, s
                               "(a bare name or a full address such as tcp://10.0.0.5:0)", from, want);
 }
 
-int pi_space_open(const char *addr, const struct pi_options *opts)
+int cx_embedded_pi_space_open(const char *addr, const struct pi_options *opts)
 {
     struct pi_options o = opts ? *opts : (struct pi_options){0};
     if (!o.reader_mem)
@@ -333,7 +334,7 @@ int pi_space_open(const char *addr, const struct pi_options *opts)
     return s;
 }
 
-int pi_space_close(int s)
+int cx_embedded_pi_space_close(int s)
 {
     pthread_mutex_lock(&g_pi.mu);
     struct pi_space *sp = pi_space_get(s);
@@ -432,7 +433,7 @@ struct cx_space_client *pi_space_ctl(int s, struct cx_space_client *failed)
     return c;
 }
 
-int pi_unlink(const char *name, int s)
+int cx_embedded_pi_unlink(const char *name, int s)
 {
     int rc0 = pi_name_check(name, "pi_unlink");
     if (rc0 < 0)
@@ -448,14 +449,14 @@ int pi_unlink(const char *name, int s)
 
 /* ---- shutdown ---------------------------------------------------------------------- */
 
-int pi_shutdown(void)
+int cx_embedded_pi_shutdown(void)
 {
     int first = 0;
     for (int d = 0; d < PI_MAX_DESC; d++) {
         pthread_mutex_lock(&g_pi.mu);
         int kind = g_pi.desc[d].kind;
         pthread_mutex_unlock(&g_pi.mu);
-        int rc = kind == PI_WRITER ? pi_close(d) : kind == PI_READER ? pi_detach(d) : 0;
+        int rc = kind == PI_WRITER ? cx_embedded_pi_close(d) : kind == PI_READER ? cx_embedded_pi_detach(d) : 0;
         if (rc < 0 && !first)
             first = -errno;
     }
@@ -463,7 +464,7 @@ int pi_shutdown(void)
         pthread_mutex_lock(&g_pi.mu);
         int used = g_pi.spaces[s].used;
         pthread_mutex_unlock(&g_pi.mu);
-        if (used && pi_space_close(s) < 0 && !first)
+        if (used && cx_embedded_pi_space_close(s) < 0 && !first)
             first = -errno;
     }
     pthread_mutex_lock(&g_pi.mu);

@@ -5,6 +5,7 @@
  * with APPEND and resends them. */
 #include "pipe/cx_pipe_int.h"
 
+#include "api/cx_api.h"
 #include "common/cx_error.h"
 #include "stack/cx_stack.h"
 #include "transport/cx_driver.h"
@@ -238,7 +239,7 @@ void pi_writer_abort(int d, struct pi_writer *w)
     pthread_mutex_unlock(&g_pi.mu);
 }
 
-int pi_create(const char *name, int s, int mode)
+int cx_embedded_pi_create(const char *name, int s, int mode)
 {
     int rc0 = pi_name_check(name, "pi_create");
     if (rc0 < 0)
@@ -354,7 +355,7 @@ static void direct_send(struct pi_writer *w, const struct cx_frame_hdr *h, const
         cx_link_close(gone[i]);
 }
 
-long pi_write(int d, const void *b, size_t len, const struct cx_format *t)
+long cx_embedded_pi_write(int d, const void *b, size_t len, const struct cx_format *t)
 {
     pthread_mutex_lock(&g_pi.mu);
     struct pi_writer *w = writer_get(d);
@@ -406,7 +407,7 @@ static struct pi_writer *writer_take(int d, int *timeout)
     return w;
 }
 
-int pi_close(int d)
+int cx_embedded_pi_close(int d)
 {
     int timeout;
     struct pi_writer *w = writer_take(d, &timeout);
@@ -449,7 +450,7 @@ int pi_close(int d)
 void pi_writer_direct_add(struct pi_writer *w, const char *addr) { direct_add(w, addr); }
 void pi_writer_direct_drop(struct pi_writer *w, struct pi_direct *dl) { direct_drop(w, dl); }
 
-int pi_abandon(int d)
+int cx_embedded_pi_abandon(int d)
 {
     int timeout;
     struct pi_writer *w = writer_take(d, &timeout);

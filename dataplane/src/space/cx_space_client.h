@@ -18,6 +18,7 @@
 #ifndef CX_SPACE_CLIENT_H
 #define CX_SPACE_CLIENT_H
 
+#include "common/cx_export.h"
 #include "space/cx_segstore.h"
 #include "space/cx_space_proto.h"
 
@@ -43,8 +44,8 @@ struct cx_space_pipe_info {
 /* Default wait for a reply. */
 #define CX_SPACE_TIMEOUT_MS 10000
 
-int cx_space_connect(const char *addr, struct cx_space_client **out);
-void cx_space_disconnect(struct cx_space_client *c);
+CX_EXPORT int cx_space_connect(const char *addr, struct cx_space_client **out);
+CX_EXPORT void cx_space_disconnect(struct cx_space_client *c);
 
 /* Name table. lookup: -ENOENT when unbound. get: binds when unbound (the paper's pi_attach
  * get) and registers reader_addr (may be "" or NULL) so the writer streams to it. */
@@ -73,7 +74,7 @@ long cx_space_list(struct cx_space_client *c,
 
 /* Format service. put: stores f's description in the space. get: the description of a
  * token (malloc'ed; caller frees), -ENOENT when the space does not know it. */
-int cx_space_format_put(struct cx_space_client *c, const struct cx_format *f, uint64_t *token);
+CX_EXPORT int cx_space_format_put(struct cx_space_client *c, const struct cx_format *f, uint64_t *token);
 int cx_space_format_get(struct cx_space_client *c, uint64_t token, uint8_t **desc, size_t *len);
 /* Makes this client the format registry's fetch hook (cx_format_registry_set_fetch), so
  * decoding an event of an unknown token asks the space. The client must outlive the hook

@@ -9,7 +9,8 @@
             for seg in r:                           # numpy arrays, until the end of the pipe
                 ...
 
-Embedded mode: libconflux runs inside this process (no sidecar yet). See sdk/README.md.
+Both modes of libconflux: through the pod's sidecar when CONFLUX_SOCKET is set, else
+embedded in this process. See sdk/README.md.
 """
 from ._lib import ffi, lib  # noqa: F401  (loads libconflux)
 from .errors import Error, Timeout
@@ -17,7 +18,7 @@ from .formats import Format, dtype_of_schema
 from .pipes import Reader, Space, Writer
 from .channels import Channel, ChannelContext, Event, Sink, Source
 
-__version__ = "0.1.0"  # = CONFLUX_VERSION_STRING of sdk/include/conflux.h (a test checks)
+__version__ = ffi.string(lib.conflux_version()).decode()  # the library's (conflux_version())
 
 __all__ = ["Error", "Timeout", "Format", "dtype_of_schema", "Space", "Writer", "Reader",
            "ChannelContext", "Channel", "Source", "Sink", "Event", "__version__"]

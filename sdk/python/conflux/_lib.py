@@ -5,13 +5,19 @@ headers). cffi cannot read that header itself, so tests/test_binding_matches_hea
 compiles these declarations against the real header: a drifted prototype, struct layout or
 constant fails that test.
 
-The library is sdk/build/lib/libconflux.so.0 in this repository (either mode, see
-sdk/README.md "Mode"; dataplane/build/libconflux.so when that is not built), or the file
-named by the environment variable CONFLUX_LIB.
+The declarations of the pipe and channel calls are generated from the table of the API
+(_calls.py, by gen_calls.py); the rest are written here.
+
+The library is the file named by the environment variable CONFLUX_LIB, else
+sdk/build/lib/libconflux.so.0 in this repository, else the installed SDK's that pkg-config
+finds (conflux.pc); any of them in either mode (sdk/README.md, "Mode").
 """
 import os
+import subprocess
 
 import cffi
+
+from ._calls import ROUTED
 
 # Types: every struct the binding allocates or reads, laid out as in the C headers.
 TYPES = """
@@ -38,6 +44,7 @@ enum { PI_CREATE = 1, PI_APPEND = 2 };
 struct pi_options { const char *listen; size_t reader_mem; const char *spill_dir; uint32_t window;
                     int timeout_ms; };
 struct pi_reader_stats { uint64_t from_space, from_writer, duplicates, spilled, reconnects; };
+struct pi_writer_stats { uint64_t direct, held, holds, resumed, expired, resent; };
 
 struct cx_chan_ctx_opts { const char *listen; const char *advertise; int tcp_only;
                           const char *fabric; };
@@ -54,10 +61,13 @@ struct cx_chan_stats { uint64_t submitted; uint64_t sent; uint64_t sent_bytes; u
                        uint32_t shm_sinks; uint32_t net_sinks;
                        uint64_t sent_shm; uint32_t ucx_sinks; uint64_t sent_ucx;
                        uint64_t sent_fast; uint64_t delivered_fast; };
+typedef void (*cx_chan_handler)(void *arg, const struct cx_chan_event *ev);
 """
 
-# Functions and the handler type, exactly as declared in C.
-FUNCS = """
+# The calls that are the same code in both modes, exactly as declared in C; the routed
+# calls (pipes, channels) come from the table of the API, through _calls.py.
+LOCAL_FUNCS = """
+const char *conflux_version(void);
 const char *cx_errmsg(void);
 int cx_errcode(void);
 void cx_err_clear(void);
@@ -82,64 +92,42 @@ long cx_reflect_json(const struct cx_view *v, char *out, size_t cap);
 int cx_space_connect(const char *addr, struct cx_space_client **out);
 void cx_space_disconnect(struct cx_space_client *c);
 int cx_space_format_put(struct cx_space_client *c, const struct cx_format *f, uint64_t *token);
-
-int pi_space_open(const char *addr, const struct pi_options *opts);
-int pi_space_close(int s);
-int pi_attach(const char *name, int s);
-int pi_create(const char *name, int s, int mode);
-long pi_read(int d, void *b, size_t len, const struct cx_format *t);
-long pi_write(int d, const void *b, size_t len, const struct cx_format *t);
-int pi_close(int d);
-int pi_abandon(int d);
-int pi_detach(int d);
-int pi_seek(int d, uint64_t seg);
-int64_t pi_tell(int d);
-int pi_unlink(const char *name, int s);
-long pi_read_timeout(int d, void *b, size_t len, const struct cx_format *t, int timeout_ms);
-int pi_reader_stats(int d, struct pi_reader_stats *out);
-
-typedef void (*cx_chan_handler)(void *arg, const struct cx_chan_event *ev);
-int cx_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **out);
-const char *cx_chan_ctx_addr(const struct cx_chan_ctx *ctx);
-void cx_chan_ctx_destroy(struct cx_chan_ctx *ctx);
-int cx_chan_create(struct cx_chan_ctx *ctx, const struct cx_chan_opts *o, struct cx_chan **out);
-int cx_chan_open(struct cx_chan_ctx *ctx, const char *id, int timeout_ms, struct cx_chan **out);
-const char *cx_chan_id(const struct cx_chan *ch);
-const struct cx_format *cx_chan_format(const struct cx_chan *ch);
-enum cx_chan_mode cx_chan_mode(const struct cx_chan *ch);
-void cx_chan_close(struct cx_chan *ch);
-int cx_chan_source(struct cx_chan *ch, const struct cx_format *fmt, struct cx_chan_source **out);
-int cx_chan_submit(struct cx_chan_source *s, const void *event);
-int cx_chan_submit_wait(struct cx_chan_source *s, const void *event, int timeout_ms);
-void cx_chan_source_close(struct cx_chan_source *s);
-int cx_chan_sink(struct cx_chan *ch, const struct cx_chan_sink_opts *o, cx_chan_handler fn,
-                 void *arg, struct cx_chan_sink **out);
-void cx_chan_sink_close(struct cx_chan_sink *k);
-size_t cx_chan_sink_error(struct cx_chan_sink *k, char *out, size_t cap);
-void cx_chan_stats(struct cx_chan *ch, struct cx_chan_stats *out);
-int cx_chan_wait_members(struct cx_chan *ch, unsigned sources, unsigned sinks, int timeout_ms);
 """
+FUNCS = LOCAL_FUNCS + ROUTED
 
 # Integer constants that are macros in C (cffi's ABI mode takes literal #defines).
 MACROS = """
 #define CX_CHAN_QUEUE_DEFAULT 1024
 #define CX_CHAN_QUEUE_MAX 1048576
 #define CX_FORMAT_MAX_SLOTS 32
+#define PI_MIGRATE_MAX 256
+#define PI_LINK_MAX 8
 """
 
 ffi = cffi.FFI()
 ffi.cdef(TYPES + FUNCS + MACROS)
 
 
+def _pkg_config_libdir():
+    """libdir of an installed SDK (`make -C sdk install`), from its conflux.pc, or None."""
+    try:
+        out = subprocess.run(["pkg-config", "--variable=libdir", "conflux"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+
+
 def default_path():
-    """The SDK's libconflux of the repository this package sits in (sdk/build/lib, both
-    modes: through the sidecar when CONFLUX_SOCKET is set, else embedded), or the data
-    plane's own (dataplane/build, embedded only) when the SDK library is not built."""
+    """The SDK's libconflux of the repository this package sits in (sdk/build/lib), else
+    that of an installed SDK found by pkg-config. Either works in both modes: through the
+    sidecar when CONFLUX_SOCKET is set, else embedded."""
     here = os.path.dirname(os.path.abspath(__file__))
-    sdk = os.path.normpath(os.path.join(here, "..", "..", "build", "lib", "libconflux.so.0"))
-    if os.path.exists(sdk):
-        return sdk
-    return os.path.normpath(os.path.join(here, "..", "..", "..", "dataplane", "build", "libconflux.so"))
+    tree = os.path.normpath(os.path.join(here, "..", "..", "build", "lib", "libconflux.so.0"))
+    if os.path.exists(tree):
+        return tree
+    libdir = _pkg_config_libdir()
+    return os.path.join(libdir, "libconflux.so.0") if libdir else tree
 
 
 def _open():
@@ -152,7 +140,8 @@ def _open():
     except OSError as e:
         raise ImportError(
             f"conflux: cannot load libconflux from {path} ({e}); build it with "
-            f"`make -C dataplane` or set CONFLUX_LIB to its path") from None
+            f"`make -C sdk lib`, install it (`make -C sdk install`, found by pkg-config) "
+            f"or set CONFLUX_LIB to its path") from None
 
 
 lib = _open()

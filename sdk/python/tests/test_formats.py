@@ -90,7 +90,7 @@ def test_bad_schemas_raise_the_library_message(schema, words):
 
 
 def test_version_is_the_headers():
-    text = (REPO / "sdk" / "include" / "conflux.h").read_text()
+    text = (REPO / "dataplane" / "src" / "api" / "conflux_version.h").read_text()
     v = {k: m for k, m in re.findall(r"#define CONFLUX_VERSION_(MAJOR|MINOR|PATCH) (\d+)", text)}
     assert conflux.__version__ == f"{v['MAJOR']}.{v['MINOR']}.{v['PATCH']}"
     assert f'#define CONFLUX_VERSION_STRING "{conflux.__version__}"' in text
