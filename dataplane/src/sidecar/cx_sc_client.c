@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #endif
 #include "sidecar/cx_sc_client.h"
+#include "api/cx_api.h"
 #include "common/cx_error.h"
 #include "engine/cx_idle.h"
 #include "format/cx_codec.h"
@@ -580,6 +581,48 @@ int cx_sc_pi_reader_stats(int d, struct pi_reader_stats *out)
     return 0;
 }
 
+static void take_copy(void *arg, const void *src, size_t len)
+{
+    struct pi_writer_stats *out = arg;
+    if (len == sizeof *out)
+        memcpy(out, src, len);
+}
+
+int cx_sc_pi_writer_stats(int d, struct pi_writer_stats *out)
+{
+    if (!out) {
+        errno = EINVAL;
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    struct cx_sc_req q = {.op = CX_SC_PI_WRITER_STATS, .a = {d}};
+    struct cx_sc_rep rep;
+    struct bulk b = {.take = take_copy, .take_arg = out};
+    int64_t rc = call(&q, &b, &rep);
+    return rc < 0 ? pi_err(rc) : 0;
+}
+
+/* A string reply into out (cap bytes): 0, or -ERANGE when it does not fit. */
+static int string_out(const struct cx_sc_rep *rep, char *out, size_t cap)
+{
+    if (!out || cap <= rep->slen)
+        return cx_err_set(ERANGE, "%u bytes do not fit in %zu", rep->slen + 1, cap);
+    memcpy(out, rep->s, rep->slen);
+    out[rep->slen] = 0;
+    return 0;
+}
+
+int cx_sc_pi_link(int d, char *out, size_t cap)
+{
+    struct cx_sc_rep rep;
+    int rc = simple(CX_SC_PI_LINK, d, 0, NULL, &rep);
+    if (rc < 0)
+        return rc;
+    if ((rc = string_out(&rep, out, cap)) < 0)
+        return pi_err(rc);
+    return 0;
+}
+
 /* ---- channels ---- */
 
 int cx_sc_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **out)
@@ -609,6 +652,23 @@ int cx_sc_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx *
 const char *cx_sc_chan_ctx_addr(const struct cx_chan_ctx *ctx)
 {
     return ((const struct sc_ctx *)ctx)->addr;
+}
+
+/* The link the sidecar's runtime (the pod's) uses to reach addr. */
+int cx_sc_chan_ctx_link(struct cx_chan_ctx *ctx, const char *addr, char *out, size_t cap)
+{
+    if (out && cap)
+        out[0] = 0;
+    if (!ctx || !addr)
+        return cx_err_set(EINVAL, "cx_chan_ctx_link: %s is NULL", ctx ? "addr" : "ctx");
+    struct cx_sc_req q = {.op = CX_SC_CTX_LINK};
+    set_s(&q, addr);
+    struct cx_sc_rep rep;
+    int64_t rc = call(&q, NULL, &rep);
+    if (rc < 0)
+        return (int)rc;
+    int r = string_out(&rep, out, cap);
+    return r < 0 ? r : (int)rc;
 }
 
 void cx_sc_chan_ctx_destroy(struct cx_chan_ctx *ctxp)

@@ -21,11 +21,6 @@ static int pi_unrouted(const char *call)
 
 int cx_sc_pi_shutdown(void) { return pi_unrouted("pi_shutdown"); }
 
-int cx_sc_pi_writer_stats(int d, struct pi_writer_stats *out)
-{
-    (void)d, (void)out;
-    return pi_unrouted("pi_writer_stats");
-}
 
 long cx_sc_pi_migrate_out(int d, int hold_ms, void *blob, size_t cap)
 {
@@ -39,11 +34,6 @@ int cx_sc_pi_migrate_in(const void *blob, size_t len, int s)
     return pi_unrouted("pi_migrate_in");
 }
 
-int cx_sc_pi_link(int d, char *out, size_t cap)
-{
-    (void)d, (void)out, (void)cap;
-    return pi_unrouted("pi_link");
-}
 
 const char *cx_sc_chan_ctx_fabric(const struct cx_chan_ctx *ctx)
 {
@@ -59,13 +49,6 @@ const char *cx_sc_chan_ctx_fabric_addr(const struct cx_chan_ctx *ctx)
     return "";
 }
 
-int cx_sc_chan_ctx_link(struct cx_chan_ctx *ctx, const char *addr, char *out, size_t cap)
-{
-    (void)ctx, (void)addr;
-    if (out && cap)
-        out[0] = '\0';
-    return unrouted("cx_chan_ctx_link");
-}
 
 int cx_sc_chan_ctx_drive(struct cx_chan_ctx *ctx, long timeout_us)
 {

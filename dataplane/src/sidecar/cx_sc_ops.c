@@ -467,9 +467,35 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
         rep->a[3] = (int64_t)st.spilled;
         return (int)(rep->rc = (int64_t)st.reconnects);
     }
+    case CX_SC_PI_WRITER_STATS: {
+        struct pi_writer_stats st;
+        if ((rc = h_get(c, q->a[0], H_WRITER, &h)) < 0)
+            return rc;
+        errno = 0;
+        if (pi_writer_stats(h.d, &st) < 0)
+            return pi_rc(-1);
+        return bulk_out(c, rep, &st, sizeof st);
+    }
+    case CX_SC_PI_LINK: {
+        char link[PI_LINK_MAX];
+        if ((rc = h_get2(c, q->a[0], H_WRITER, H_READER, &h)) < 0)
+            return rc;
+        errno = 0;
+        if (pi_link(h.d, link, sizeof link) < 0)
+            return pi_rc(-1);
+        set_str(rep, link);
+        return 0;
+    }
     case CX_SC_CTX:
         set_str(rep, cx_chan_ctx_addr(sc->ctx));
         return 0;
+    case CX_SC_CTX_LINK: {
+        char link[64];
+        if ((rc = cx_chan_ctx_link(sc->ctx, q->s, link, sizeof link)) < 0)
+            return rc;
+        set_str(rep, link);
+        return rc;
+    }
     case CX_SC_CHAN_CREATE:
     case CX_SC_CHAN_OPEN: {
         if (q->op == CX_SC_CHAN_CREATE) {

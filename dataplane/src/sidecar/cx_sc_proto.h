@@ -57,6 +57,8 @@ enum cx_sc_conn { CX_SC_CONN_CALLS = 0, CX_SC_CONN_EVENTS = 1 };
     X(PI_UNLINK, 20, "pi_unlink")             /* s name, a0 space */                         \
     X(PI_STATS, 21, "pi_reader_stats")        /* a0 d -> a0..a3, rc = reconnects */          \
     X(PI_ABANDON, 22, "pi_abandon")           /* a0 d */                                     \
+    X(PI_WRITER_STATS, 23, "pi_writer_stats") /* a0 d -> bulk struct pi_writer_stats */      \
+    X(PI_LINK, 24, "pi_link")                 /* a0 d -> s the direct link's transport */    \
     /* channels (../channel/cx_chan.h); handles are the sidecar's */                         \
     X(CTX, 30, "chan_ctx")                    /* -> s the sidecar's channel address */       \
     X(CHAN_CREATE, 31, "chan_create")         /* a0 token, a1 mode, a2 queue -> a0, s id */  \
@@ -69,7 +71,8 @@ enum cx_sc_conn { CX_SC_CONN_CALLS = 0, CX_SC_CONN_EVENTS = 1 };
     X(SINK_CLOSE, 38, "chan_sink_close")                                                     \
     X(SINK_ERROR, 39, "chan_sink_error")      /* a0 sink -> s text */                        \
     X(CHAN_STATS, 40, "chan_stats")           /* a0 channel -> bulk struct cx_chan_stats */  \
-    X(WAIT_MEMBERS, 41, "chan_wait_members")  /* a0 chan, a1 sources, a2 sinks, a3 timeout */
+    X(WAIT_MEMBERS, 41, "chan_wait_members")  /* a0 chan, a1 sources, a2 sinks, a3 timeout */ \
+    X(CTX_LINK, 42, "chan_ctx_link")          /* s a peer's address -> s the link to it */
 
 #define CX_SC_OP_ENUM(name, code, label) CX_SC_##name = code,
 enum cx_sc_op { CX_SC_OPS(CX_SC_OP_ENUM) CX_SC_OP_MAX };

@@ -10,6 +10,7 @@
 #include "format/cx_format.h"
 #include "format/cx_format_registry.h"
 #include "sidecar/cx_sc_client.h"
+#include "api/cx_api.h"
 #include "sidecar/sc_testutil.h"
 
 #include <stdatomic.h>
@@ -19,6 +20,7 @@
 struct env {
     struct proc space, a, b;
     char dir[64], space_addr[64], sock_a[128], sock_b[128], http_a[64], http_b[64];
+    char chan_a[96]; /* sidecar a's channel runtime address */
 };
 static struct env E;
 static int E_up;
@@ -51,6 +53,7 @@ static int env_up(void)
             return -1;
         snprintf(https[i], 64, "%.63s", word(ps[i]->line, 3, w, sizeof w));
     }
+    snprintf(E.chan_a, sizeof E.chan_a, "%.95s", word(E.a.line, 5, w, sizeof w));
     E_up = 1;
     return 0;
 }
@@ -123,6 +126,15 @@ static void app_writer(void)
         if (cx_sc_pi_write(wt, recs, PER_SEG, f) != PER_SEG)
             FAIL("typed write %d", i);
     }
+    /* the writer's stats and link come through the sidecar too, with the embedded errors */
+    struct pi_writer_stats ws;
+    char link[PI_LINK_MAX], tiny[1];
+    if (cx_sc_pi_writer_stats(w, &ws) < 0 || cx_sc_pi_link(w, link, sizeof link) < 0)
+        FAIL("writer stats or link: %s", cx_errmsg());
+    if (cx_sc_pi_writer_stats(w + 1000, &ws) == 0 || errno != EBADF)
+        FAIL("stats of a bad descriptor");
+    if (link[0] && (cx_sc_pi_link(w, tiny, sizeof tiny) == 0 || errno != ERANGE))
+        FAIL("link into 1 byte");
     if (cx_sc_pi_close(w) < 0 || cx_sc_pi_close(wt) < 0 || cx_sc_pi_space_close(s) < 0)
         FAIL("close");
     _exit(0);
@@ -322,6 +334,13 @@ static void app_sink(int idr, int readyw)
         usleep(10000);
     if (ck.typed != EVENTS || ck.untyped != EVENTS || ck.bad)
         FAIL("%d typed, %d untyped, %d bad", (int)ck.typed, (int)ck.untyped, (int)ck.bad);
+    /* which link joins this pod's runtime (the sidecar's) to the source's: asked through it */
+    char link[32];
+    int lr = cx_sc_chan_ctx_link(ctx, E.chan_a, link, sizeof link);
+    if (lr < 0 || (strcmp(link, "tcp") != 0 && strcmp(link, "shm") != 0))
+        FAIL("link to %s: %d '%s' (%s)", E.chan_a, lr, link, cx_errmsg());
+    if (cx_sc_chan_ctx_link(ctx, "tcp://127.0.0.1:1", link, sizeof link) != -ENOENT)
+        FAIL("a link to nobody");
     cx_sc_chan_sink_close(k1);
     cx_sc_chan_sink_close(k2);
     cx_sc_chan_close(ch);
