@@ -33,14 +33,8 @@ for p in "${pages[@]}"; do
   esac
 done
 
-# 2. Relative links ([text](path) and [text](path#anchor); URLs and pure anchors skipped)
-for p in "${pages[@]}"; do
-  while IFS= read -r target; do
-    t=${target%%#*}
-    [ -z "$t" ] && continue
-    [ -e "$(dirname "$p")/$t" ] || bad "$p links to $target, which does not exist"
-  done < <(grep -o '\](\([^)]*\))' "$p" | sed 's/^](\(.*\))$/\1/' | grep -v '^[a-z]*://' | grep -v '^mailto:' || true)
-done
+# 2. Relative links (outside code; URLs and anchors within a page skipped)
+"$python" docs/tools/examples.py links "${pages[@]}" | sed 's/^/check-examples: /' || fail=1
 
 # 3. Examples
 work=$(mktemp -d /tmp/cxdocs-XXXXXX)

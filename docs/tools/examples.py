@@ -11,11 +11,15 @@ A tag is an HTML comment on the line before a fenced block:
     <!-- output -->      the block is what the run block before it prints, exactly
 
     examples.py extract OUT_DIR PAGE...
+    examples.py links PAGE...
 
 writes, for each page with tags, OUT_DIR/<n>/ with the files, run-<k>.sh and run-<k>.out,
 and prints one line per page: "<n> <page>". A tag with no fenced block after it, an
 output with no run before it, or two files of one name on a page fail with the page and
 line.
+
+`links` prints each relative link (outside code) whose target does not exist, and exits 1
+if there is one.
 """
 import os
 import re
@@ -84,7 +88,29 @@ def extract(out, pages):
         print(n, page)
 
 
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def links(pages):
+    bad = 0
+    for page in pages:
+        text = open(page, encoding="utf-8").read()
+        text = re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", text, flags=re.S | re.M)  # fenced code
+        text = re.sub(r"`[^`\n]*`", "", text)  # inline code
+        for target in LINK.findall(text):
+            path = target.split("#", 1)[0]
+            if not path or re.match(r"^[a-z]+:", path):
+                continue
+            if not os.path.exists(os.path.join(os.path.dirname(page), path)):
+                print(f"{page} links to {target}, which does not exist")
+                bad = 1
+    return bad
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] != "extract":
-        sys.exit("usage: examples.py extract OUT_DIR PAGE...")
-    extract(sys.argv[2], sys.argv[3:])
+    if len(sys.argv) >= 3 and sys.argv[1] == "extract":
+        extract(sys.argv[2], sys.argv[3:])
+    elif len(sys.argv) >= 2 and sys.argv[1] == "links":
+        sys.exit(links(sys.argv[2:]))
+    else:
+        sys.exit("usage: examples.py extract OUT_DIR PAGE... | examples.py links PAGE...")
