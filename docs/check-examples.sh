@@ -53,7 +53,9 @@ ln -s "$python" "$work/bin/python3" # the Python where `make deps` puts numpy an
 # C flags and libraries: sdk/Makefile's own, read from it (one definition).
 sdkvar() { make -s --no-print-directory -C sdk --eval "print-%: ; @echo \$(\$*)" "print-$1"; }
 cflags=$(sdkvar CFLAGS) ldflags=$(sdkvar LDFLAGS) ldlibs=$(sdkvar LDLIBS) cc=$(sdkvar CC)
-goenv=(GOPROXY=off GOTOOLCHAIN=local GOFLAGS=-buildvcs=false)
+read -ra goenv <<< "$(sdkvar GOENV)"
+# the Go binding links through pkg-config (#cgo pkg-config: conflux): the install the SDK stages
+export PKG_CONFIG_PATH=$(sdkvar PKG_CONFIG_PATH)
 
 space_up() { # dir: starts a space server storing in dir/store; sets space and pids
   "$confluxd" --role=space --dir="$1/store" --listen=tcp://127.0.0.1:0 --quiet > "$1/space.out" 2> "$1/space.log" &
