@@ -85,7 +85,7 @@ load-images: ## Build the images and load them into the kind cluster NAME (for a
 test: test-fast test-e2e test-bench ## Run every suite: C, Go (unit + envtest), fuzz smoke, e2e on kind, the benchmarks' smoke run
 
 .PHONY: test-fast
-test-fast: test-dataplane test-sdk test-demo test-wan test-fuzz test-operator test-bench-report ## Every suite but e2e
+test-fast: test-dataplane test-sdk test-docs test-demo test-wan test-fuzz test-operator test-bench-report ## Every suite but e2e
 
 .PHONY: test-dataplane
 test-dataplane: ## C unit and conformance tests of the data plane
@@ -94,6 +94,11 @@ test-dataplane: ## C unit and conformance tests of the data plane
 .PHONY: test-sdk
 test-sdk: ## The SDK: C header test, Python (pytest) and Go (go test) bindings, examples, against a real confluxd
 	$(MAKE) -C sdk test
+
+.PHONY: test-docs
+test-docs: ## The docs: README sizes, links, and every tagged example built, run and compared (docs/README.md)
+	$(MAKE) -C sdk lib
+	docs/check-examples.sh
 
 .PHONY: test-wan
 test-wan: ## conflux-wanem (hack/wan): the delay line's delay, loss share and order, and its tun device

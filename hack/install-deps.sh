@@ -24,6 +24,8 @@ APT_PACKAGES=(
   etcd-server debootstrap containerd runc containernetworking-plugins conntrack
   # Python bindings and tests
   python3-pytest python3-cffi python3-numpy
+  # docs/check-examples.sh: manifests checked against the CRDs
+  python3-yaml
   # bench/report: the plots
   python3-matplotlib
   # scripts

@@ -55,12 +55,17 @@
  *                               cx_chan_source(), cx_chan_submit[_wait|_owned]()  sources
  *                               cx_chan_sink(), cx_chan_sink_close/error()         sinks
  *                                                    (typed, untyped, derived: filter and
- *                                                    projection run at the source)
+ *                                                    projection run at the source; the
+ *                                                    filter language is defined in
+ *                                                    filter/cx_filter.h, and docs/guide.md
+ *                                                    has it with an example)
  *                               cx_chan_stats(), cx_chan_wait_members()
  *   pipe/cx_pipe.h              pi_space_open/close(), pi_create(PI_CREATE | PI_APPEND),
  *                               pi_write(), pi_close(), pi_abandon(), pi_attach(), pi_read[_timeout](),
  *                               pi_seek(), pi_tell(), pi_detach(), pi_unlink(),
  *                               pi_reader_stats()
+ *
+ * A user's guide with complete, tested programs (C, Python, Go): docs/guide.md.
  *
  * Errors: channel and format calls return 0 or a negative errno; pi_* calls return -1 and
  * set errno (pi_read: -1 with errno EPIPE at the end of the pipe). Either way cx_errmsg()
@@ -113,8 +118,9 @@ int cx_space_format_put(struct cx_space_client *c, const struct cx_format *f, ui
 /* Stores f's description in the format service of the space at space_addr (the address
  * given to pi_space_open), so a reader in another process whose struct differs from the
  * writer's (other field order, widths, extra or missing fields) can convert the writer's
- * segments. A typed pipe writer calls it once per format before its first pi_write with it:
- * pi_write does not publish formats itself yet (sdk/README.md, "Not done yet"). Idempotent.
+ * segments. pi_write already does this on the first use of each format on a space, so a
+ * pipe writer needs it only to publish a format before writing with it (or for readers of
+ * formats it never writes). Idempotent.
  * Returns 0, or a negative errno with cx_errmsg() set (space unreachable, ...). */
 static inline int conflux_format_publish(const char *space_addr, const struct cx_format *f)
 {

@@ -15,10 +15,13 @@
  *     struct cx_chan_sink *k;    cx_chan_sink(ch, &(struct cx_chan_sink_opts){.format = G},
  *                                             on_event, arg, &k);
  *
- * Typed channels: a channel may declare a format; a source may submit a superset of it, a
- * sink may ask for a subset or an older version. Events travel in the source's native
- * layout with its format token; the sink converts once per format pair (src/format). An
- * untyped sink (no format) gets the wire form and its format for reflection (cx_reflect.h).
+ * Typed channels: a channel may declare a format; a source's and a sink's formats must
+ * convert to and from it, matched by field name (src/format): extra fields are ignored,
+ * missing ones become their declared default or zero, numbers convert between widths and
+ * kinds; only fields of kinds that cannot convert (a string and a number, a struct and a
+ * scalar) are refused. Events travel in the source's native layout with its format token;
+ * the sink converts once per format pair. An untyped sink (no format) gets the wire form and
+ * its format for reflection (cx_reflect.h).
  *
  * Derived sinks: a sink may install a filter expression (and a projection to a smaller
  * format) that every source runs before sending, so filtered-out events never cross the
@@ -150,8 +153,9 @@ void cx_chan_close(struct cx_chan *ch);
 /* ---- sources ---- */
 
 /* Adds a source submitting events of format `fmt` (registered, native). On a typed channel
- * fmt must convert to the channel's format (a superset of it, or the same): else -EPROTO
- * naming the field that does not. */
+ * fmt must convert to the channel's format: it may have more fields (ignored) or fewer (the
+ * sinks see them as their default or zero); a shared field of a kind that cannot convert
+ * (string vs number, struct vs scalar) fails with -EPROTO naming it. */
 int cx_chan_source(struct cx_chan *ch, const struct cx_format *fmt, struct cx_chan_source **out);
 
 /* Submits one event (a struct laid out as the source's format). The event may be reused
@@ -200,8 +204,10 @@ struct cx_chan_sink_opts {
                                          * before sending (registered); NULL = none */
 };
 
-/* Subscribes a sink. On a typed channel its format must be convertible from the channel's
- * (a subset or an older version): else -EPROTO. A filter is checked here: a bad one fails
+/* Subscribes a sink. On a typed channel its format must be convertible from the channel's:
+ * fewer fields, or more (a field the channel lacks gets its declared default or zero, so a
+ * newer sink with defaults works); a shared field of a kind that cannot convert fails with
+ * -EPROTO. A filter (its language: filter/cx_filter.h) is checked here: a bad one fails
  * with -EINVAL and cx_errmsg() saying where ("filter: col 7: unknown field 'x'"). */
 int cx_chan_sink(struct cx_chan *ch, const struct cx_chan_sink_opts *o, cx_chan_handler fn,
                  void *arg, struct cx_chan_sink **out);

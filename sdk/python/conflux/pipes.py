@@ -9,9 +9,9 @@
             for seg in r: ...                        # bytes / arrays in `mine`, until the end
 
 Typed segments are converted into the reader's dtype by field name, whatever the writer's
-dtype was. A writer publishes each format to the space's format service before its first
-segment of it, so readers in other processes can convert (pi_write does not do that itself
-yet, see sdk/README.md).
+dtype was. pi_write stores each format in the space's format service on its first use, so
+readers in other processes can convert; Writer.write also publishes it first (Space.publish),
+which is redundant now and harmless (sdk/README.md, "Not done yet").
 """
 import errno as _errno
 import threading
