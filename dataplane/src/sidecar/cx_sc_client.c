@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define POOL_MAX 64
@@ -58,7 +59,9 @@ struct sc_src {
     int64_t h;
     const struct cx_format *fmt;
     struct sc_chan *ch;
-    int stream; /* best-effort: submits stream into the events ring, no reply */
+    int stream;   /* submits stream into the events ring, no reply each */
+    int reliable; /* of a reliable channel: a full ring refuses or waits, as a full queue */
+    _Atomic int err; /* a streamed submit the sidecar could not make (-errno), or 0 */
 };
 
 struct sc_snk {
@@ -806,7 +809,8 @@ int cx_sc_chan_source(struct cx_chan *chp, const struct cx_format *fmt, struct c
     s->h = rep.a[0];
     s->fmt = fmt;
     s->ch = ch;
-    s->stream = ch->mode == CX_CHAN_BEST_EFFORT && events_start() == 0;
+    s->reliable = ch->mode == CX_CHAN_RELIABLE;
+    s->stream = events_start() == 0;
     *out = (struct cx_chan_source *)s;
     return 0;
 }
@@ -824,12 +828,29 @@ static void flush_submits(void)
         usleep(100);
 }
 
-/* A submit to a best-effort channel: into the events connection's ring 0, no reply (the
- * sidecar's cx_chan_submit cannot refuse it); waits only while the ring is full. */
-static int submit_stream(struct sc_src *s, const struct cx_enc *enc)
+static uint64_t mono_ns(void)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A submit streamed into the events connection's ring 0, without a reply: the sidecar
+ * submits it (waiting for room on a reliable channel), so the ring extends the channel's
+ * queue. While the ring is full: a best-effort submit waits (the sidecar takes records
+ * at once); a reliable one waits up to timeout_ms (-1: for ever; -2 or on the event
+ * thread, whose handlers must not wait: not at all) and then fails as a full queue would.
+ * A failure the sidecar reported for an earlier submit comes back here first. */
+static int submit_stream(struct sc_src *s, const struct cx_enc *enc, int timeout_ms)
+{
+    int rc = atomic_exchange(&s->err, 0);
+    if (rc < 0)
+        return cx_err_set(-rc, "an earlier submit failed in the sidecar: %s", strerror(-rc));
+    if (s->reliable && pthread_equal(pthread_self(), g.ev_thr))
+        timeout_ms = -2;
     struct conn *ev = g.ev;
     int err = 0;
+    uint64_t t0 = 0;
     for (int spins = 0;; spins++) {
         pthread_mutex_lock(&g.sub);
         uint8_t *p = cx_sc_ring_claim(&ev->to_sc, CX_SC_REC_SUBMIT, sizeof(int64_t) + enc->length, &err);
@@ -844,8 +865,16 @@ static int submit_stream(struct sc_src *s, const struct cx_enc *enc)
         pthread_mutex_unlock(&g.sub);
         if (err != -EAGAIN)
             return cx_err_set(-err, "event of %zu bytes is more than the sidecar's ring takes", enc->length);
-        if (spins > 10000000)
+        if (s->reliable) {
+            if (timeout_ms == -2)
+                return -EAGAIN;
+            if (!t0)
+                t0 = mono_ns();
+            if (timeout_ms >= 0 && mono_ns() - t0 >= (uint64_t)timeout_ms * 1000000u)
+                return cx_err_set(ETIMEDOUT, "no room for the event in %d ms", timeout_ms);
+        } else if (spins > 10000000) {
             return cx_err_set(ETIMEDOUT, "the sidecar does not take events");
+        }
         if (spins > 100)
             usleep(50);
     }
@@ -861,7 +890,7 @@ int cx_sc_chan_submit_wait(struct cx_chan_source *sp, const void *event, int tim
     if (rc < 0)
         return rc;
     if (s->stream)
-        return submit_stream(s, &enc);
+        return submit_stream(s, &enc, timeout_ms);
     struct cx_sc_req q = {.op = CX_SC_SUBMIT, .a = {s->h, timeout_ms}};
     struct cx_sc_rep rep;
     struct bulk b = {.fill = fill_enc, .fill_arg = &enc, .len = enc.length};
@@ -911,6 +940,16 @@ static void on_event_rec(void *arg, uint32_t type, void *payload, size_t len)
     static __thread uint8_t *buf;
     static __thread size_t cap;
     struct cx_sc_event h;
+    if (type == CX_SC_REC_SUBMIT_ERR && len == sizeof(struct cx_sc_submit_err)) {
+        struct cx_sc_submit_err e;
+        memcpy(&e, payload, sizeof e);
+        pthread_mutex_lock(&g.mu);
+        for (size_t i = 0; i < g.nsrcs; i++)
+            if (g.srcs[i]->h == e.source && e.rc < 0 && e.rc > -4096)
+                atomic_store(&g.srcs[i]->err, (int)e.rc);
+        pthread_mutex_unlock(&g.mu);
+        return;
+    }
     if (type != CX_SC_REC_EVENT || len < sizeof h)
         return;
     memcpy(&h, payload, sizeof h);

@@ -543,6 +543,7 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
         h.kind = H_SOURCE;
         h.fmt = f;
         h.parent = q->a[0];
+        h.reliable = cx_chan_mode(ch.ch) == CX_CHAN_RELIABLE;
         snprintf(h.name, sizeof h.name, "%s", ch.name);
         int64_t id = h_add(sc, &h);
         if (id < 0) {
@@ -666,6 +667,32 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
     }
 }
 
+/* Tells the application a streamed submit failed (its source's next call returns rc). */
+static void report_submit_error(struct sc_conn *c, int64_t source, int rc)
+{
+    struct sc_session *s = c->sess;
+    struct cx_sc_submit_err e = {.source = source, .rc = rc};
+    pthread_mutex_lock(&s->ev_mu);
+    struct sc_conn *ev = s->ev;
+    void *p = ev ? cx_sc_ring_claim(&ev->out, CX_SC_REC_SUBMIT_ERR, sizeof e, NULL) : NULL;
+    if (p) {
+        memcpy(p, &e, sizeof e);
+        if (cx_sc_ring_commit(&ev->out))
+            send(ev->fd, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    pthread_mutex_unlock(&s->ev_mu);
+    if (!p)
+        cx_sc_log("warn", "a streamed submit failed and the application's ring is full",
+                  "\"error\":%d", rc);
+}
+
+/* Whether the application closed the connection (a reliable submit stops waiting). */
+static int hung_up(const struct sc_conn *c)
+{
+    char b;
+    return recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 void cx__sc_submit_async(struct sc_conn *c, const void *rec, size_t len)
 {
     struct cx_sidecar *sc = c->sc;
@@ -682,20 +709,17 @@ void cx__sc_submit_async(struct sc_conn *c, const void *rec, size_t len)
         rc = -ENOMEM;
     if (rc == 0) {
         memcpy(copy, (const uint8_t *)rec + sizeof id, wlen);
-        rc = submit_decoded(sc, &h, copy, wlen, -2);
+        /* reliable: wait for room (in slices, so a gone application or a stopping sidecar
+         * ends the wait); nothing the application streamed is dropped */
+        do
+            rc = submit_decoded(sc, &h, copy, wlen, h.reliable ? 100 : -2);
+        while (rc == -ETIMEDOUT && !sc->stopping && !hung_up(c));
     }
     if (copy && copy != priv)
         free(copy);
-    struct sc_op_stats *st = &sc->ops[CX_SC_SUBMIT];
-    uint64_t ns = cx__sc_now_ns() - t0;
-    st->count++;
-    st->errors += rc < 0;
-    st->sum_ns += ns;
-    for (int i = 0; i < SC_LAT_BUCKETS; i++)
-        if ((double)ns / 1e9 <= cx__sc_lat_bounds[i]) {
-            st->bucket[i]++;
-            break;
-        }
+    if (rc < 0)
+        report_submit_error(c, id, rc);
+    cx__sc_op_account(sc, CX_SC_SUBMIT, cx__sc_now_ns() - t0, rc < 0);
 }
 
 void cx__sc_handle(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, size_t blen,

@@ -84,10 +84,18 @@ extern const char *const cx_sc_op_names[CX_SC_OP_MAX];
 
 /* Records: DATA (a request's or reply's payload), EVENT (to a sink, ring 1 of the events
  * connection), SUBMIT (ring 0 of the events connection: a uint64 source handle then the
- * encoded event; submits to best-effort channels, which cannot be refused, go this way
- * without a reply; the application wakes the sidecar with a one-byte message when it waits,
- * and waits for the ring to drain before closing a source or a channel). */
-enum cx_sc_rec { CX_SC_REC_DATA = 1, CX_SC_REC_EVENT = 2, CX_SC_REC_SUBMIT = 3 };
+ * encoded event, no reply: best-effort submits, which cannot be refused, and reliable ones,
+ * which the sidecar submits waiting for room, so the ring extends the channel's queue and a
+ * full ring holds the application back; the application wakes the sidecar with a one-byte
+ * message when it waits, and waits for the ring to drain before closing a source or a
+ * channel), SUBMIT_ERR (ring 1 of the events connection: struct cx_sc_submit_err, a
+ * streamed submit the sidecar could not make; the source's next call returns it). */
+enum cx_sc_rec { CX_SC_REC_DATA = 1, CX_SC_REC_EVENT = 2, CX_SC_REC_SUBMIT = 3, CX_SC_REC_SUBMIT_ERR = 4 };
+
+struct cx_sc_submit_err {
+    int64_t source; /* the sidecar's source handle */
+    int64_t rc;     /* a negative errno */
+};
 
 struct cx_sc_req {
     uint32_t op;

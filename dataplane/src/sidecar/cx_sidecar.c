@@ -189,7 +189,7 @@ error:
     return rc;
 }
 
-static void op_account(struct cx_sidecar *sc, uint32_t op, uint64_t ns, int failed)
+void cx__sc_op_account(struct cx_sidecar *sc, uint32_t op, uint64_t ns, int failed)
 {
     if (op >= CX_SC_OP_MAX)
         return;
@@ -293,7 +293,7 @@ static int calls_step(struct sc_conn *c, struct cx_sc_req *q, struct cx_sc_rep *
         cx__sc_handle(c, q, bulk, blen, rep);
         if (q->bulk)
             cx_sc_ring_release(&c->in);
-        op_account(sc, q->op, cx__sc_now_ns() - t0, rep->rc < 0);
+        cx__sc_op_account(sc, q->op, cx__sc_now_ns() - t0, rep->rc < 0);
         memcpy(&c->slot->rep, rep, CX_SC_REP_HDR + rep->slen);
         cx_sc_bell_ring(&c->slot->rep_bell, ++c->seq, c->fd);
     }

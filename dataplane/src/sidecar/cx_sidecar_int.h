@@ -36,6 +36,7 @@ struct sc_handle {
     const struct cx_format *fmt;  /* source format */
     struct sc_sink *sink;
     int64_t parent;               /* sources and sinks: their channel's handle */
+    int reliable;                 /* sources: of a reliable channel (streamed submits wait) */
     uint64_t segments, bytes;     /* pipes: moved through this handle */
 };
 
@@ -114,6 +115,8 @@ void cx__sc_submit_async(struct sc_conn *c, const void *rec, size_t len);
 /* Closes everything session `id` left open (called with no lock held). */
 void cx__sc_session_close_all(struct cx_sidecar *sc, uint64_t id);
 
+/* cx_sidecar.c: counts one call of op that took ns (metrics). */
+void cx__sc_op_account(struct cx_sidecar *sc, uint32_t op, uint64_t ns, int failed);
 /* cx_sidecar.c: serves a connection the engine found readable until it has no more work
  * (1: give it back to the engine) or it ended (0: close it). */
 int cx__sc_conn_serve(struct sc_conn *c);
