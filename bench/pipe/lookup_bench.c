@@ -21,7 +21,7 @@
 #define _GNU_SOURCE /* sendmmsg, recvmmsg */
 #include "common/cx_error.h"
 #include "common/cx_frame.h"
-#include "space/cx_crc32c.h"
+#include "common/cx_crc32c.h"
 #include "space/cx_nametable.h"
 #include "space/cx_space_client.h"
 #include "space/cx_space_proto.h"

@@ -15,7 +15,7 @@
 #include "pipe/cx_pipe_int.h"
 
 #include "common/cx_error.h"
-#include "space/cx_crc32c.h"
+#include "common/cx_crc32c.h"
 #include "transport/cx_driver.h"
 
 #include <netinet/in.h>

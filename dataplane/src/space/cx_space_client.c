@@ -107,8 +107,10 @@ static void on_push(struct cx_space_client *c, const struct cx_frame_hdr *h, con
     if (!hd || cx_sp_decode_reply(p, len, &r) < 0)
         return;
     if (r.status < 0) {
-        hd->err = r.status;
-        snprintf(hd->errmsg, sizeof hd->errmsg, "%.*s", r.error.len, r.error.p);
+        if (!hd->err) { /* the first refusal is the cause; later ones (gaps) follow from it */
+            hd->err = r.status;
+            snprintf(hd->errmsg, sizeof hd->errmsg, "%.*s", r.error.len, r.error.p);
+        }
     } else if ((r.op == CX_SP_READER_JOINED || r.op == CX_SP_READER_HELD ||
                 (r.op == CX_SP_READER_MOVED && r.pipe.naddrs == 2)) &&
                r.pipe.naddrs && hd->nev < MAX_EVENTS) {
@@ -258,11 +260,21 @@ static struct cx_sp_str S(const char *s)
 
 int cx_space_connect(const char *addr, struct cx_space_client **out)
 {
+    if (!addr || !out)
+        return cx_err_set(EINVAL, "space client: connect needs an address and a result pointer");
     struct cx_space_client *c = calloc(1, sizeof *c);
     if (!c)
         return cx_err_set(ENOMEM, "space client");
     int rc = cx_connect(addr, &c->link);
     if (rc < 0) {
+        free(c);
+        return cx_err_wrap(rc, "space %s", addr);
+    }
+    /* a first frame at once: a server closes connections that stay silent past its
+     * first-frame deadline (servers ignore a client's CTRL frames) */
+    struct cx_frame_hdr hello = {.type = CX_FRAME_CTRL};
+    if ((rc = cx_link_send(c->link, &hello, NULL, 0)) < 0) {
+        cx_link_close(c->link);
         free(c);
         return cx_err_wrap(rc, "space %s", addr);
     }
