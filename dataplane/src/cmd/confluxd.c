@@ -41,6 +41,8 @@ static const char usage[] =
     "                          fd limit); more are closed at accept, logged\n"
     "  --first-frame-timeout=MS  a client's TLS handshake and first frame (default 5000)\n"
     "  --idle-timeout=MS       close a client with no pipe open, silent this long (default 0: never)\n"
+    "  --repair                a pipe log damaged in the middle is truncated there when opened\n"
+    "                          (later segments are lost; logged) instead of refused\n"
     "  --quiet                 no log lines\n"
     "\n"
     "  --role=sidecar          serve the applications of a pod (CONFLUX_SOCKET points at it)\n"
@@ -104,7 +106,7 @@ static int space_main(int argc, char **argv)
         {"fsync", required_argument, 0, 'f'},      {"retain-bytes", required_argument, 0, 'b'},
         {"retain-segments", required_argument, 0, 's'}, {"max-segment", required_argument, 0, 'm'},
         {"max-clients", required_argument, 0, 'C'}, {"first-frame-timeout", required_argument, 0, 'F'},
-        {"idle-timeout", required_argument, 0, 'I'},
+        {"idle-timeout", required_argument, 0, 'I'}, {"repair", no_argument, 0, 'R'},
         {"quiet", no_argument, 0, 'q'},            {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int c;
@@ -163,6 +165,7 @@ static int space_main(int argc, char **argv)
                 return bad("idle-timeout", optarg, "give milliseconds, 0 for never");
             o.idle_ms = (int)v;
             break;
+        case 'R': o.pipe.repair = 1; break;
         case 'q': o.quiet = 1; break;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs(usage, stderr); return 2;

@@ -178,8 +178,18 @@ static int pipe_get(struct cx_space_server *s, const struct cx_name_entry *e, st
     int rc = cx_segstore_pipe_open(s->store, store_name, &s->opts.pipe, 1, &p->seg);
     if (rc < 0) {
         free(p);
-        return cx_err_wrap(rc, "pipe '%s'", e->name);
+        rc = cx_err_wrap(rc, "pipe '%s'", e->name);
+        if (rc == -EBADMSG) /* damage inside the log: the operator decides (--repair) */
+            logf_(s, "%s", cx_errmsg());
+        return rc;
     }
+    struct cx_seg_stat st;
+    cx_segstore_stat(p->seg, &st);
+    if (st.truncated_bytes) /* a write torn by a crash, or a repaired corruption */
+        logf_(s, "pipe '%s' (%s): recovery dropped %" PRIu64 " bytes at the end of its log%s; "
+              "it now ends at segment %" PRIu64 "%s", e->name, store_name, st.truncated_bytes,
+              s->opts.pipe.repair ? " (repair)" : " (torn tail)", st.last_id,
+              st.ended ? ", ended" : "");
     snprintf(p->name, sizeof p->name, "%s", e->name);
     p->pipe_id = e->pipe_id;
     p->format = e->format;
@@ -1235,6 +1245,8 @@ static int clients_cap(int want)
 
 int cx_space_server_start(const struct cx_space_server_opts *o, struct cx_space_server **out)
 {
+    if (!out)
+        return cx_err_set(EINVAL, "space server: no pointer for the server");
     if (!o || !o->dir || !*o->dir)
         return cx_err_set(EINVAL, "space server: a store directory is required");
     struct cx_space_server *s = calloc(1, sizeof *s);
@@ -1344,12 +1356,18 @@ fail:
     return rc;
 }
 
-const char *cx_space_server_addr(struct cx_space_server *s) { return s->addr; }
-const char *cx_space_server_addr2(struct cx_space_server *s) { return s->addr2; }
-const char *cx_space_server_udp_addr(struct cx_space_server *s) { return s->udp_addr; }
+const char *cx_space_server_addr(struct cx_space_server *s) { return s ? s->addr : ""; }
+const char *cx_space_server_addr2(struct cx_space_server *s) { return s ? s->addr2 : ""; }
+const char *cx_space_server_udp_addr(struct cx_space_server *s) { return s ? s->udp_addr : ""; }
 
 void cx_space_server_stats(struct cx_space_server *s, struct cx_space_server_stats *out)
 {
+    if (!out)
+        return;
+    if (!s) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     *out = s->stats;
     out->names = s->names ? cx_nametable_list(s->names, NULL, 0) : 0;

@@ -410,6 +410,33 @@ CX_TEST(garbage_bytes_are_refused)
     fprintf(stderr, "  case garbage: 3 peers refused, others served\n");
 }
 
+/* NULL where a pointer is required: -EINVAL with a message, never a crash. */
+CX_TEST(null_arguments_are_refused)
+{
+    CX_CHECK_EQ_INT(env_up(0), 0);
+    struct cx_space_client *c;
+    uint32_t h;
+    struct cx_space_pipe_info info;
+    CX_CHECK_EQ_INT(cx_space_connect(NULL, &c), -EINVAL);
+    CX_CHECK_EQ_INT(cx_space_connect(E.tcp, NULL), -EINVAL);
+    CX_CHECK_EQ_INT(cx_space_lookup(NULL, "x", &info), -EINVAL);
+    CX_CHECK(strstr(cx_errmsg(), "NULL") != NULL);
+    CX_CHECK_EQ_INT(cx_space_append(NULL, 1, 1, 0, NULL, 0), -EINVAL);
+    CX_CHECK_EQ_INT(cx_space_server_start(NULL, NULL), -EINVAL);
+    CX_CHECK_EQ_INT(cx_space_connect(E.tcp, &c), 0);
+    CX_CHECK_EQ_INT(cx_space_put(c, "null-args", CX_SP_CREATE, 0, "", NULL, &info), -EINVAL);
+    CX_CHECK_EQ_INT(cx_space_put(c, "null-args", CX_SP_CREATE, 0, "", &h, &info), 0);
+    CX_CHECK_EQ_INT(cx_space_append(c, h, 1, 0, NULL, 1), -EINVAL);
+    CX_CHECK_EQ_INT(cx_space_read_start(c, "null-args", 0, NULL, &info), -EINVAL);
+    CX_CHECK_EQ_INT(cx_space_read_next(c, h, NULL, 10, NULL, 0), -EINVAL);
+    CX_CHECK_EQ_INT(cx_space_next_event(c, h, NULL), -EINVAL);
+    CX_CHECK_EQ_INT(cx_space_lookup(c, NULL, &info), -EINVAL); /* an empty name */
+    CX_CHECK_EQ_INT(cx_space_lookup(c, "null-args", NULL), 0);
+    cx_space_disconnect(c);
+    cx_space_disconnect(NULL);
+    CHECK_SERVED("NULL arguments");
+}
+
 CX_TEST(zz_stop)
 {
     if (E.up > 0) {
