@@ -12,6 +12,7 @@
 #include "space/cx_space_client.h"
 #include "space/cx_space_proto.h"
 #include "space/cx_space_server.h"
+#include "sidecar/sc_testutil.h" /* confluxd as a real process */
 #include "space/space_testutil.h"
 #include "transport/cx_addr.h"
 
@@ -21,6 +22,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -309,8 +311,6 @@ CX_TEST(client_that_never_reads)
     CX_CHECK_EQ_INT(env_up(0), 0);
     int fd = raw_connect(E.tcp);
     CX_CHECK(fd >= 0);
-    int rcv = 4096;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
     struct cx_sp_buf q = {0};
     struct cx_sp_request r = {.op = CX_SP_LIST};
     CX_CHECK_EQ_INT(cx_sp_encode_request(&q, &r), 0);
@@ -408,6 +408,96 @@ CX_TEST(garbage_bytes_are_refused)
         usleep(20000); /* a refused TLS peer is counted once its close or its deadline came */
     CX_CHECK(dropped() >= d0 + 3);
     fprintf(stderr, "  case garbage: 3 peers refused, others served\n");
+}
+
+static int count_fds(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* CPU seconds (user + system) a process used so far. */
+static double cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* fields after the command name */
+    unsigned long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* A real confluxd whose fd limit is lowered to a few above what it uses: connections keep
+ * coming while accept fails with EMFILE. The server must not spin on them (it takes and
+ * closes each through its spare fd, logging once a second) and serves again once fds free. */
+CX_TEST(out_of_fds_in_accept_does_not_spin)
+{
+    char dir[64], dirarg[96];
+    CX_CHECK(tmpdir_make(dir) != NULL);
+    snprintf(dirarg, sizeof dirarg, "--dir=%s/space", dir);
+    const char *args[] = {"--role=space", dirarg, "--listen=tcp://127.0.0.1:0", "--no-udp",
+                          "--fsync=none", "--first-frame-timeout=1000", NULL};
+    struct proc sp;
+    CX_CHECK_EQ_INT(proc_start(&sp, args, 1), 0);
+    char addr[96];
+    word(sp.line, 1, addr, sizeof addr);
+    CX_CHECK(strncmp(addr, "tcp://", 6) == 0);
+    int used = count_fds(sp.pid);
+    struct rlimit low = {(rlim_t)used + 4, (rlim_t)used + 4};
+    CX_CHECK_EQ_INT(prlimit(sp.pid, RLIMIT_NOFILE, &low, NULL), 0);
+    fprintf(stderr, "  case out-of-fds: confluxd uses %d fds, its limit is now %d\n", used, used + 4);
+    /* 2 s of a new connection every 10 ms, most of them over the limit */
+    int fds[256], n = 0;
+    double t0 = now_ms(), c0 = cpu_s(sp.pid);
+    while (now_ms() - t0 < 2000 && n < 256) {
+        if ((fds[n] = raw_connect(addr)) >= 0)
+            n++;
+        usleep(10000);
+    }
+    double busy = cpu_s(sp.pid) - c0, wall = (now_ms() - t0) / 1e3;
+    fprintf(stderr, "  case out-of-fds: %d connections in %.1f s; confluxd used %.2f s of CPU\n",
+            n, wall, busy);
+    CX_CHECK(busy < wall / 2); /* a spinning accept would take a whole core */
+    int refused = 0;
+    for (int i = 0; i < n; i++) {
+        refused += closed_by_server(fds[i], 10);
+        close(fds[i]);
+    }
+    CX_CHECK(refused > 0);
+    /* with the hostile connections gone, a legitimate client is served */
+    double ms = -1;
+    for (double end = now_ms() + 5000; ms < 0 && now_ms() < end;)
+        if ((ms = legit(addr, "after running out of fds")) < 0)
+            usleep(200000);
+    CX_CHECK(ms >= 0);
+    /* its log says why connections were refused */
+    char log[16384];
+    fcntl(sp.err, F_SETFL, O_NONBLOCK);
+    ssize_t got = read(sp.err, log, sizeof log - 1);
+    log[got > 0 ? got : 0] = 0;
+    char *line = strstr(log, "out of file descriptors");
+    if (line) {
+        char *end = strchr(line, '\n');
+        fprintf(stderr, "  case out-of-fds: logged \"...%.*s\"\n",
+                (int)(end ? end - line : (long)strlen(line)), line);
+    }
+    CX_CHECK(line != NULL);
+    CX_CHECK(proc_stop(&sp, SIGTERM) >= 0);
+    tmpdir_remove(dir);
 }
 
 /* NULL where a pointer is required: -EINVAL with a message, never a crash. */
