@@ -28,7 +28,8 @@ int cx_deframe_preload(struct cx_deframe *d, const void *p, size_t n)
 {
     if (n > RBUF_SIZE - d->rlen)
         return cx_err_set(ENOBUFS, "%zu bytes do not fit the receive buffer", n);
-    memcpy(d->rbuf + d->rlen, p, n);
+    if (n) /* p may be NULL when there is nothing */
+        memcpy(d->rbuf + d->rlen, p, n);
     d->rlen += n;
     return 0;
 }
