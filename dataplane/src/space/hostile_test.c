@@ -266,6 +266,16 @@ CX_TEST(refused_segment_fails_the_next_call_and_no_end_past_it)
     CX_CHECK_EQ_INT(cx_space_lookup(c, "too-big", &info), 0);
     CX_CHECK_EQ_INT(info.ended, 0);
     CX_CHECK_EQ_INT((int)info.last_id, 1);
+    /* a writer that claims to end after segment 5 when 1 is stored: refused by the space */
+    CX_CHECK_EQ_INT(cx_space_put(c, "too-big", CX_SP_APPEND, 0, "", &h, &info), 0);
+    CX_CHECK_EQ_INT(cx_space_end(c, h, 5), 0); /* sent; the answer comes back as a push */
+    CX_CHECK_EQ_INT(cx_space_wait_acked(c, h, 5, 5000), -EPIPE);
+    fprintf(stderr, "  END past the stored segments: %s\n", cx_errmsg());
+    CX_CHECK(strstr(cx_errmsg(), "only 1 are stored") != NULL);
+    cx_space_disconnect(c);
+    CX_CHECK_EQ_INT(cx_space_connect(E.tcp, &c), 0);
+    CX_CHECK_EQ_INT(cx_space_lookup(c, "too-big", &info), 0);
+    CX_CHECK_EQ_INT(info.ended, 0);
     cx_space_disconnect(c);
     CHECK_SERVED("refused segment");
 }
