@@ -314,6 +314,56 @@ CX_TEST(many_idle_connections)
     CHECK_SERVED("after many idle connections");
 }
 
+/* --max-clients: at the limit, a silent connection is evicted for a newcomer; when every
+ * client has spoken, the newcomer is refused (counted, logged) and nothing else changes. */
+CX_TEST(client_limit_evicts_silent_then_refuses)
+{
+    char dir[64], store[96];
+    CX_CHECK(tmpdir_make(dir) != NULL);
+    snprintf(store, sizeof store, "%s/space", dir);
+    struct cx_space_server_opts o = {.dir = store, .listen = "tcp://127.0.0.1:0", .udp = "",
+                                     .max_clients = 8, .first_frame_ms = 60000};
+    o.pipe.fsync = CX_SEG_FSYNC_NONE;
+    struct cx_space_server *s;
+    CX_CHECK_EQ_INT(cx_space_server_start(&o, &s), 0);
+    const char *addr = cx_space_server_addr(s);
+    int silent[20];
+    for (int i = 0; i < 20; i++)
+        CX_CHECK((silent[i] = raw_connect(addr)) >= 0);
+    /* 20 silent ones for 8 places, and the deadline far away: evictions make room */
+    double ms = legit(addr, "client limit, silent peers");
+    CX_CHECK(ms >= 0 && ms < SERVED_MS);
+    int evicted = 0;
+    for (int i = 0; i < 20; i++) {
+        evicted += closed_by_server(silent[i], 100);
+        close(silent[i]);
+    }
+    fprintf(stderr, "  case client-limit: %d of 20 silent peers evicted or refused\n", evicted);
+    CX_CHECK(evicted >= 12);
+    /* 8 clients that spoke: the 9th is refused at once */
+    struct cx_space_client *talk[8];
+    struct cx_space_pipe_info info;
+    for (int i = 0; i < 8; i++) {
+        CX_CHECK_EQ_INT(cx_space_connect(addr, &talk[i]), 0);
+        CX_CHECK_EQ_INT(cx_space_lookup(talk[i], "nothing", &info), -ENOENT);
+    }
+    struct cx_space_server_stats st0, st1;
+    cx_space_server_stats(s, &st0);
+    int extra = raw_connect(addr);
+    CX_CHECK(extra >= 0);
+    CX_CHECK(closed_by_server(extra, 3000));
+    close(extra);
+    cx_space_server_stats(s, &st1);
+    CX_CHECK(st1.clients_refused > st0.clients_refused);
+    for (int i = 0; i < 8; i++) { /* the 8 are still served */
+        CX_CHECK_EQ_INT(cx_space_lookup(talk[i], "nothing", &info), -ENOENT);
+        cx_space_disconnect(talk[i]);
+    }
+    fprintf(stderr, "  case client-limit: the 9th of 9 speaking clients refused, the 8 served\n");
+    cx_space_server_stop(s);
+    tmpdir_remove(dir);
+}
+
 /* A client that sends requests and never reads the replies: the server queues them up to
  * its limit and closes it; others are served meanwhile. */
 CX_TEST(client_that_never_reads)
