@@ -364,6 +364,36 @@ CX_TEST(client_limit_evicts_silent_then_refuses)
     tmpdir_remove(dir);
 }
 
+/* --idle-timeout: a client with no pipe open that stays silent is closed; one holding a
+ * pipe open is not (it may wait for a slow writer as long as it likes). */
+CX_TEST(idle_timeout_closes_only_clients_without_pipes)
+{
+    char dir[64], store[96];
+    CX_CHECK(tmpdir_make(dir) != NULL);
+    snprintf(store, sizeof store, "%s/space", dir);
+    struct cx_space_server_opts o = {.dir = store, .listen = "tcp://127.0.0.1:0", .udp = "",
+                                     .idle_ms = 500};
+    o.pipe.fsync = CX_SEG_FSYNC_NONE;
+    struct cx_space_server *s;
+    CX_CHECK_EQ_INT(cx_space_server_start(&o, &s), 0);
+    const char *addr = cx_space_server_addr(s);
+    struct cx_space_client *idle, *busy;
+    struct cx_space_pipe_info info;
+    uint32_t h;
+    CX_CHECK_EQ_INT(cx_space_connect(addr, &idle), 0);
+    CX_CHECK_EQ_INT(cx_space_connect(addr, &busy), 0);
+    CX_CHECK_EQ_INT(cx_space_lookup(idle, "nothing", &info), -ENOENT);
+    CX_CHECK_EQ_INT(cx_space_put(busy, "held", CX_SP_CREATE, 0, "", &h, &info), 0);
+    usleep(2000 * 1000); /* four idle timeouts */
+    CX_CHECK(cx_space_lookup(idle, "nothing", &info) != -ENOENT); /* closed */
+    fprintf(stderr, "  case idle-timeout: the idle client: %s\n", cx_errmsg());
+    CX_CHECK_EQ_INT(cx_space_lookup(busy, "held", &info), 0); /* still served */
+    cx_space_disconnect(idle);
+    cx_space_disconnect(busy);
+    cx_space_server_stop(s);
+    tmpdir_remove(dir);
+}
+
 /* A client that sends requests and never reads the replies: the server queues them up to
  * its limit and closes it; others are served meanwhile. */
 CX_TEST(client_that_never_reads)
