@@ -21,7 +21,7 @@
 #define _GNU_SOURCE /* sendmmsg, recvmmsg */
 #include "common/cx_error.h"
 #include "common/cx_frame.h"
-#include "space/cx_crc32c.h"
+#include "common/cx_crc32c.h"
 #include "space/cx_nametable.h"
 #include "space/cx_space_client.h"
 #include "space/cx_space_proto.h"
@@ -422,6 +422,13 @@ static void *client_tcp_win(void *arg)
     t.names = calloc((size_t)t.w, sizeof *t.names);
     t.gen = calloc((size_t)t.w, sizeof *t.gen);
     if (!t.names || !t.gen || cx_connect(r->addr, &t.k) < 0) {
+        client_error(c, cx_errmsg());
+        goto out;
+    }
+    /* a first frame now: the space closes connections silent past its first-frame
+     * deadline, and the other clients may take a while to connect */
+    struct cx_frame_hdr hello = {.type = CX_FRAME_CTRL};
+    if (cx_link_send(t.k, &hello, NULL, 0) < 0) {
         client_error(c, cx_errmsg());
         goto out;
     }

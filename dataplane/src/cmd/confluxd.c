@@ -39,6 +39,12 @@ static const char usage[] =
     "  --retain-bytes=N[KMG]   per-pipe retention by size (default: keep all)\n"
     "  --retain-segments=N     per-pipe retention by count (default: keep all)\n"
     "  --max-segment=N[KMG]    largest segment accepted (default 64M)\n"
+    "  --max-clients=N         connections served at once (default 3000, at most half the\n"
+    "                          fd limit); more are closed at accept, logged\n"
+    "  --first-frame-timeout=MS  a client's TLS handshake and first frame (default 5000)\n"
+    "  --idle-timeout=MS       close a client with no pipe open, silent this long (default 0: never)\n"
+    "  --repair                a pipe log damaged in the middle is truncated there when opened\n"
+    "                          (later segments are lost; logged) instead of refused\n"
     "  --quiet                 no log lines\n"
     "\n"
     "  --role=sidecar          serve the applications of a pod (CONFLUX_SOCKET points at it)\n"
@@ -129,6 +135,8 @@ static int space_main(int argc, char **argv)
         {"no-udp", no_argument, 0, 'n'},           {"udp-threads", required_argument, 0, 't'},
         {"fsync", required_argument, 0, 'f'},      {"retain-bytes", required_argument, 0, 'b'},
         {"retain-segments", required_argument, 0, 's'}, {"max-segment", required_argument, 0, 'm'},
+        {"max-clients", required_argument, 0, 'C'}, {"first-frame-timeout", required_argument, 0, 'F'},
+        {"idle-timeout", required_argument, 0, 'I'}, {"repair", no_argument, 0, 'R'},
         {"quiet", no_argument, 0, 'q'},            {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int c;
@@ -172,6 +180,22 @@ static int space_main(int argc, char **argv)
                 return bad("max-segment", optarg, "give a size from 1 to 1G");
             o.max_segment = (uint32_t)v;
             break;
+        case 'C':
+            if (parse_size(optarg, &v) || v < 1 || v > 1000000)
+                return bad("max-clients", optarg, "give a count from 1 to 1000000");
+            o.max_clients = (int)v;
+            break;
+        case 'F':
+            if (parse_size(optarg, &v) || v < 1 || v > 3600000)
+                return bad("first-frame-timeout", optarg, "give milliseconds from 1 to 3600000");
+            o.first_frame_ms = (int)v;
+            break;
+        case 'I':
+            if (parse_size(optarg, &v) || v > 86400000)
+                return bad("idle-timeout", optarg, "give milliseconds, 0 for never");
+            o.idle_ms = (int)v;
+            break;
+        case 'R': o.pipe.repair = 1; break;
         case 'q': o.quiet = 1; break;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs(usage, stderr); return 2;

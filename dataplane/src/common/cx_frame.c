@@ -4,13 +4,14 @@
  * guarantees what the header needs: every error burst of up to 32 bits is caught (any
  * single corrupt byte, any single bit), and a torn or foreign header passes with
  * probability 2^-32. It was FNV-1a, one multiply per byte (44 dependent multiplies); an
- * x86-64 CPU with SSE4.2 computes CRC-32C in six instructions. Elsewhere a byte table
- * does it, with the very same result, so every machine speaks the same wire format. */
+ * x86-64 CPU with SSE4.2 computes CRC-32C in six instructions (kept here: the header's
+ * words go in registers). Elsewhere the tables of cx_crc32c.c do it, with the very same
+ * result, so every machine speaks the same wire format. */
 #include "cx_frame.h"
 
+#include "cx_crc32c.h"
 #include "cx_error.h"
 
-#include <pthread.h>
 #include <string.h>
 
 /* -DCX_FRAME_PORTABLE_CHECK builds the table code only (to test it end to end on x86) */
@@ -53,52 +54,23 @@ static inline uint64_t get64(const uint8_t *p)
     return v;
 }
 
-/* ---- CRC-32C: reflected polynomial 0x82F63B78, initial value and final xor ~0 ---- */
+/* ---- the check: CRC-32C (cx_crc32c.c) of the first 44 bytes ---- */
 
-#define CRC32C_POLY 0x82F63B78u
 #define CHECKED_BYTES 44
 
-static uint32_t crc_table[8][256]; /* slicing-by-8: [k][b] = CRC of byte b then k zero bytes */
-static int crc_hw;                  /* the CPU has a CRC-32C instruction */
-static int crc_ready;               /* crc_table and crc_hw are set (acquire/release) */
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+static int crc_hw;    /* the CPU has a CRC-32C instruction */
+static int crc_ready; /* crc_hw is set (acquire/release) */
 
+/* Asked once before main, so the per-header path is one load; a frame coded from another
+ * constructor asks then. */
 static void crc_setup(void)
 {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (CRC32C_POLY & (0u - (c & 1)));
-        crc_table[0][i] = c;
-    }
-    for (int k = 1; k < 8; k++)
-        for (uint32_t i = 0; i < 256; i++)
-            crc_table[k][i] = (crc_table[k - 1][i] >> 8) ^ crc_table[0][crc_table[k - 1][i] & 0xff];
-#if defined(CX_CRC_X86)
-    __builtin_cpu_init();
-    crc_hw = __builtin_cpu_supports("sse4.2");
-#endif
+    __atomic_store_n(&crc_hw, cx_crc32c_hw(), __ATOMIC_RELAXED);
     __atomic_store_n(&crc_ready, 1, __ATOMIC_RELEASE);
 }
+__attribute__((constructor)) static void crc_setup_early(void) { crc_setup(); }
 
-/* Set up before main, so the per-header path is one load; crc_once covers a frame coded
- * from another constructor. */
-__attribute__((constructor)) static void crc_setup_early(void) { pthread_once(&crc_once, crc_setup); }
-
-/* Eight bytes per step with eight independent lookups (byte loads: any alignment, any byte
- * order), then the last four bytes one by one. */
-static uint32_t check_portable(const uint8_t *b)
-{
-    uint32_t c = ~0u;
-    for (int i = 0; i < 40; i += 8, b += 8) {
-        uint32_t lo = c ^ ((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-                           (uint32_t)b[3] << 24);
-        c = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
-            crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^ crc_table[3][b[4]] ^
-            crc_table[2][b[5]] ^ crc_table[1][b[6]] ^ crc_table[0][b[7]];
-    }
-    for (int i = 0; i < CHECKED_BYTES - 40; i++) c = (c >> 8) ^ crc_table[0][(c ^ b[i]) & 0xff];
-    return ~c;
-}
+static uint32_t check_portable(const uint8_t *b) { return cx_crc32c_portable(0, b, CHECKED_BYTES); }
 
 /* The checked bytes are taken as five little-endian u64 words (bytes 0..39) and a u32
  * (bytes 40..43), passed in registers: encode builds them from the fields and decode loads
@@ -123,7 +95,7 @@ __attribute__((target("sse4.2"))) static uint32_t check_hw(WORDS_DECL)
 static inline int use_hw(void)
 {
     if (__builtin_expect(!__atomic_load_n(&crc_ready, __ATOMIC_ACQUIRE), 0))
-        pthread_once(&crc_once, crc_setup);
+        crc_setup();
     return crc_hw;
 }
 
@@ -150,7 +122,6 @@ uint32_t cx_frame_check(const uint8_t hdr[CX_FRAME_HDR_SIZE], int portable)
     LOAD_WORDS(hdr);
     if (!portable)
         return hdr_check(hdr, WORDS);
-    use_hw(); /* builds the table */
     return check_portable(hdr);
 }
 

@@ -16,7 +16,7 @@
 
 #include "api/cx_api.h"
 #include "common/cx_error.h"
-#include "space/cx_crc32c.h"
+#include "common/cx_crc32c.h"
 #include "transport/cx_driver.h"
 
 #include <netinet/in.h>

@@ -3,7 +3,7 @@
  * same bytes. An input starting with '!' gets a valid checksum first, so the fuzzer reaches
  * the checks behind the CRC (name length, kind, version) instead of stopping at it. */
 #include "pipe/cx_pipe_int.h"
-#include "space/cx_crc32c.h"
+#include "common/cx_crc32c.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,7 @@
 #include "space/cx_nametable.h"
 
 #include "common/cx_error.h"
-#include "space/cx_crc32c.h"
+#include "common/cx_crc32c.h"
 
 #include <fcntl.h>
 #include <inttypes.h>

@@ -2,7 +2,7 @@
 #include "space/cx_segstore.h"
 
 #include "common/cx_error.h"
-#include "space/cx_crc32c.h"
+#include "common/cx_crc32c.h"
 #include "space/cx_seglog.h"
 #include "space/cx_space_name.h"
 

@@ -107,8 +107,10 @@ static void on_push(struct cx_space_client *c, const struct cx_frame_hdr *h, con
     if (!hd || cx_sp_decode_reply(p, len, &r) < 0)
         return;
     if (r.status < 0) {
-        hd->err = r.status;
-        snprintf(hd->errmsg, sizeof hd->errmsg, "%.*s", r.error.len, r.error.p);
+        if (!hd->err) { /* the first refusal is the cause; later ones (gaps) follow from it */
+            hd->err = r.status;
+            snprintf(hd->errmsg, sizeof hd->errmsg, "%.*s", r.error.len, r.error.p);
+        }
     } else if ((r.op == CX_SP_READER_JOINED || r.op == CX_SP_READER_HELD ||
                 (r.op == CX_SP_READER_MOVED && r.pipe.naddrs == 2)) &&
                r.pipe.naddrs && hd->nev < MAX_EVENTS) {
@@ -258,11 +260,21 @@ static struct cx_sp_str S(const char *s)
 
 int cx_space_connect(const char *addr, struct cx_space_client **out)
 {
+    if (!addr || !out)
+        return cx_err_set(EINVAL, "space client: connect needs an address and a result pointer");
     struct cx_space_client *c = calloc(1, sizeof *c);
     if (!c)
         return cx_err_set(ENOMEM, "space client");
     int rc = cx_connect(addr, &c->link);
     if (rc < 0) {
+        free(c);
+        return cx_err_wrap(rc, "space %s", addr);
+    }
+    /* a first frame at once: a server closes connections that stay silent past its
+     * first-frame deadline (servers ignore a client's CTRL frames) */
+    struct cx_frame_hdr hello = {.type = CX_FRAME_CTRL};
+    if ((rc = cx_link_send(c->link, &hello, NULL, 0)) < 0) {
+        cx_link_close(c->link);
         free(c);
         return cx_err_wrap(rc, "space %s", addr);
     }
@@ -289,13 +301,22 @@ void cx_space_disconnect(struct cx_space_client *c)
     free(c);
 }
 
-#define LOCKED(c, expr)                                                                     \
+/* Runs expr under the client's lock; a NULL client (or a missing argument: ok false) is
+ * -EINVAL with a message naming the call, never a crash. */
+#define LOCKED_IF(c, ok, expr)                                                              \
     ({                                                                                     \
-        pthread_mutex_lock(&(c)->mu);                                                      \
-        __typeof__(expr) r_ = (expr);                                                      \
-        pthread_mutex_unlock(&(c)->mu);                                                    \
+        __typeof__(expr) r_;                                                               \
+        if (!(c) || !(ok)) {                                                               \
+            r_ = cx_err_set(EINVAL, "%s: %s", __func__,                                    \
+                            (c) ? "a required pointer argument is NULL" : "no client (NULL)"); \
+        } else {                                                                           \
+            pthread_mutex_lock(&(c)->mu);                                                  \
+            r_ = (expr);                                                                   \
+            pthread_mutex_unlock(&(c)->mu);                                                \
+        }                                                                                  \
         r_;                                                                                \
     })
+#define LOCKED(c, expr) LOCKED_IF(c, 1, expr)
 
 static int name_call(struct cx_space_client *c, uint8_t op, const char *name, uint64_t format,
                      const char *addr, struct cx_space_pipe_info *out)
@@ -396,7 +417,7 @@ static int fmt_put_locked(struct cx_space_client *c, const struct cx_format *f, 
 
 int cx_space_format_put(struct cx_space_client *c, const struct cx_format *f, uint64_t *token)
 {
-    return LOCKED(c, fmt_put_locked(c, f, token));
+    return LOCKED_IF(c, f, fmt_put_locked(c, f, token));
 }
 
 static int fmt_get_locked(struct cx_space_client *c, uint64_t token, uint8_t **desc, size_t *len)
@@ -415,7 +436,7 @@ static int fmt_get_locked(struct cx_space_client *c, uint64_t token, uint8_t **d
 
 int cx_space_format_get(struct cx_space_client *c, uint64_t token, uint8_t **desc, size_t *len)
 {
-    return LOCKED(c, fmt_get_locked(c, token, desc, len));
+    return LOCKED_IF(c, desc && len, fmt_get_locked(c, token, desc, len));
 }
 
 static int fetch_hook(void *arg, uint64_t token, uint8_t **desc, size_t *len)
@@ -465,7 +486,7 @@ static int put_locked(struct cx_space_client *c, const char *name, int mode, uin
 int cx_space_put(struct cx_space_client *c, const char *name, int mode, uint64_t format,
                  const char *writer_addr, uint32_t *handle, struct cx_space_pipe_info *out)
 {
-    return LOCKED(c, put_locked(c, name, mode, format, writer_addr, handle, out));
+    return LOCKED_IF(c, handle, put_locked(c, name, mode, format, writer_addr, handle, out));
 }
 
 static int handle_err(struct chandle *h)
@@ -491,7 +512,8 @@ static int send_seg(struct cx_space_client *c, uint32_t handle, uint64_t seg_id,
 int cx_space_append(struct cx_space_client *c, uint32_t handle, uint64_t seg_id, uint64_t format,
                     const struct iovec *iov, int iovcnt)
 {
-    return LOCKED(c, send_seg(c, handle, seg_id, format, iov, iovcnt, 0));
+    return LOCKED_IF(c, (iov || iovcnt == 0) && iovcnt >= 0,
+                     send_seg(c, handle, seg_id, format, iov, iovcnt, 0));
 }
 
 int cx_space_end(struct cx_space_client *c, uint32_t handle, uint64_t last_id)
@@ -534,6 +556,8 @@ static uint64_t acked_locked(struct cx_space_client *c, uint32_t handle)
 
 uint64_t cx_space_acked(struct cx_space_client *c, uint32_t handle)
 {
+    if (!c)
+        return 0;
     return LOCKED(c, acked_locked(c, handle));
 }
 
@@ -554,7 +578,7 @@ static int read_start_locked(struct cx_space_client *c, const char *name, uint64
 int cx_space_read_start(struct cx_space_client *c, const char *name, uint64_t from_id,
                         uint32_t *handle, struct cx_space_pipe_info *out)
 {
-    return LOCKED(c, read_start_locked(c, name, from_id, handle, out));
+    return LOCKED_IF(c, handle, read_start_locked(c, name, from_id, handle, out));
 }
 
 static long read_next_locked(struct cx_space_client *c, uint32_t handle, void *buf, size_t cap,
@@ -599,7 +623,7 @@ static long read_next_locked(struct cx_space_client *c, uint32_t handle, void *b
 long cx_space_read_next(struct cx_space_client *c, uint32_t handle, void *buf, size_t cap,
                         struct cx_seg_info *info, int timeout_ms)
 {
-    return LOCKED(c, read_next_locked(c, handle, buf, cap, info, timeout_ms));
+    return LOCKED_IF(c, buf || cap == 0, read_next_locked(c, handle, buf, cap, info, timeout_ms));
 }
 
 static int next_event_locked(struct cx_space_client *c, uint32_t handle, struct cx_space_event *ev)
@@ -615,13 +639,15 @@ static int next_event_locked(struct cx_space_client *c, uint32_t handle, struct 
 
 int cx_space_next_event(struct cx_space_client *c, uint32_t handle, struct cx_space_event *ev)
 {
-    return LOCKED(c, next_event_locked(c, handle, ev));
+    return LOCKED_IF(c, ev, next_event_locked(c, handle, ev));
 }
 
 int cx_space_next_reader(struct cx_space_client *c, uint32_t handle, char *addr, size_t cap)
 {
     struct cx_space_event ev;
     int rc;
+    if (!addr && cap)
+        return cx_err_set(EINVAL, "cx_space_next_reader: no buffer for the address");
     while ((rc = cx_space_next_event(c, handle, &ev)) == 1)
         if (ev.op == CX_SP_READER_JOINED) {
             snprintf(addr, cap, "%s", ev.addr);
@@ -668,7 +694,7 @@ int cx_space_migrate(struct cx_space_client *c, int kind, uint32_t handle, const
                      const char *addr, uint32_t hold_ms, uint64_t *token,
                      struct cx_space_pipe_info *out)
 {
-    return LOCKED(c, migrate_locked(c, kind, handle, name, addr, hold_ms, token, out));
+    return LOCKED_IF(c, token, migrate_locked(c, kind, handle, name, addr, hold_ms, token, out));
 }
 
 static int resume_locked(struct cx_space_client *c, int kind, const char *name, const char *addr,
@@ -698,7 +724,10 @@ int cx_space_resume(struct cx_space_client *c, int kind, const char *name, const
     return LOCKED(c, resume_locked(c, kind, name, addr, pipe_id, token, handle, out));
 }
 
-int cx_space_client_fd(struct cx_space_client *c) { return cx_link_fd(c->link); }
+int cx_space_client_fd(struct cx_space_client *c)
+{
+    return c ? cx_link_fd(c->link) : cx_err_set(EINVAL, "cx_space_client_fd: no client (NULL)");
+}
 
 static long push_locked(struct cx_space_client *c)
 {
@@ -712,6 +741,8 @@ long cx_space_client_push(struct cx_space_client *c)
 {
     /* busy: another thread is inside a call, which drives the connection itself (a wait
      * for acks can hold the lock for its whole timeout: never wait for it here) */
+    if (!c)
+        return cx_err_set(EINVAL, "cx_space_client_push: no client (NULL)");
     if (pthread_mutex_trylock(&c->mu) != 0)
         return 1;
     long rc = push_locked(c);

@@ -16,6 +16,8 @@
 #include "transport/cx_addr.h"
 #include "transport/cx_driver.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -24,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -31,6 +35,9 @@
 
 #define READER_WINDOW (4u << 20) /* bytes queued on a link before a reader's stream waits */
 #define MAX_READER_ADDRS CX_SP_MAX_ADDRS
+#define OUT_MAX (64u << 20)      /* unsent bytes of a client that stopped reading: closed */
+#define MIN_FRAME (1u << 20)     /* frames up to this are read whatever max_segment says */
+#define SWEEP_MS 200             /* how often deadlines are checked */
 
 enum hkind { H_WRITER = 1, H_READER = 2 };
 
@@ -43,12 +50,16 @@ struct handle {
     int ack_pending;       /* writer: an ack (of ack_due) is owed */
     int end_acked;         /* writer: the END was stored; the next ack says so */
     int end_sent;          /* reader: END frame sent */
+    uint64_t refused;      /* writer: first segment refused (0 = none): no END after it */
 };
 
 struct conn {
     struct cx_space_server *s;
     struct cx_link *link;
     const char *scheme; /* of the listener that accepted it (stats) */
+    char peer[64];      /* ip:port, for log lines */
+    double born, last_rx; /* ms: accepted, last frame received */
+    int got_frame;      /* a first valid frame came (and so the TLS handshake is done) */
     int src;
     int dead;
     struct handle *h;
@@ -91,6 +102,10 @@ static void logf_(struct cx_space_server *s, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A log line about one client, at most one a second (a hostile crowd must not flood the
+ * log): the next line printed says how many were left out. */
+static void logc_(struct cx_space_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #define STAT_ADD(s, f, n) __atomic_fetch_add(&(s)->stats.f, (n), __ATOMIC_RELAXED)
 
 static double now_ms(void)
@@ -98,6 +113,28 @@ static double now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void logc_(struct cx_space_server *s, const char *fmt, ...)
+{
+    double t = now_ms();
+    if (s->opts.quiet)
+        return;
+    if (t - s->log_last < 1000) {
+        s->log_skipped++;
+        return;
+    }
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (s->log_skipped)
+        logf_(s, "%s (and %u more client lines left out in the last second)", line, s->log_skipped);
+    else
+        logf_(s, "%s", line);
+    s->log_last = t;
+    s->log_skipped = 0;
 }
 
 /* ---- pipes ------------------------------------------------------------------------- */
@@ -141,8 +178,18 @@ static int pipe_get(struct cx_space_server *s, const struct cx_name_entry *e, st
     int rc = cx_segstore_pipe_open(s->store, store_name, &s->opts.pipe, 1, &p->seg);
     if (rc < 0) {
         free(p);
-        return cx_err_wrap(rc, "pipe '%s'", e->name);
+        rc = cx_err_wrap(rc, "pipe '%s'", e->name);
+        if (rc == -EBADMSG) /* damage inside the log: the operator decides (--repair) */
+            logf_(s, "%s", cx_errmsg());
+        return rc;
     }
+    struct cx_seg_stat st;
+    cx_segstore_stat(p->seg, &st);
+    if (st.truncated_bytes) /* a write torn by a crash, or a repaired corruption */
+        logf_(s, "pipe '%s' (%s): recovery dropped %" PRIu64 " bytes at the end of its log%s; "
+              "it now ends at segment %" PRIu64 "%s", e->name, store_name, st.truncated_bytes,
+              s->opts.pipe.repair ? " (repair)" : " (torn tail)", st.last_id,
+              st.ended ? ", ended" : "");
     snprintf(p->name, sizeof p->name, "%s", e->name);
     p->pipe_id = e->pipe_id;
     p->format = e->format;
@@ -842,8 +889,21 @@ static void on_segment(struct conn *c, const struct cx_frame_hdr *h, const void 
     }
     struct spipe *p = hd->p;
     int rc;
+    struct cx_seg_stat st;
     if (h->flags & CX_FRAME_F_END) {
-        rc = cx_segstore_end(p->seg);
+        cx_segstore_stat(p->seg, &st);
+        if (hd->refused) /* storing END now would end the pipe short, silently */
+            rc = cx_err_set(EPIPE, "END refused: segment %" PRIu64 " was refused, the pipe "
+                            "would end short (open it with APPEND and write from there)",
+                            hd->refused);
+        else if (h->seq > st.last_id)
+            rc = cx_err_set(EPIPE, "END after segment %" PRIu64 " refused: only %" PRIu64
+                            " are stored", h->seq, st.last_id);
+        else
+            rc = cx_segstore_end(p->seg);
+    } else if (!payload) {
+        rc = cx_err_set(EMSGSIZE, "segment %" PRIu64 " of %u bytes exceeds this space's limit "
+                        "of %u", h->seq, h->length, s->opts.max_segment);
     } else if (len > s->opts.max_segment) {
         rc = cx_err_set(EMSGSIZE, "segment %" PRIu64 " of %zu bytes exceeds this space's limit of %u",
                         h->seq, len, s->opts.max_segment);
@@ -856,7 +916,11 @@ static void on_segment(struct conn *c, const struct cx_frame_hdr *h, const void 
         }
     }
     if (rc < 0) {
+        if (!hd->refused && !(h->flags & CX_FRAME_F_END))
+            hd->refused = h->seq ? h->seq : 1;
         cx_err_wrap(rc, "pipe '%s'", p->name);
+        if (rc == -ENOSPC || rc == -EIO || rc == -EDQUOT)
+            logf_(s, "%s", cx_errmsg());
         push_handle_error(c, hd->id, CX_SP_PUT, rc);
         return;
     }
@@ -873,6 +937,18 @@ static void on_frame(void *arg, const struct cx_frame_hdr *h, const void *payloa
     struct conn *c = arg;
     if (c->dead)
         return;
+    c->got_frame = 1;
+    c->last_rx = now_ms();
+    if (!payload && h->length) { /* over the link's limit: its bytes were dropped unread */
+        if (h->type == CX_FRAME_DATA) {
+            on_segment(c, h, NULL, 0);
+        } else if ((h->type == CX_FRAME_LOOKUP || h->type == CX_FRAME_FORMAT) &&
+                   !(h->flags & CX_FRAME_F_REPLY)) {
+            cx_err_set(EMSGSIZE, "a request of %u bytes exceeds this space's limit", h->length);
+            reply_error(c, h->type, h->seq, 0, -EMSGSIZE);
+        }
+        return;
+    }
     switch (h->type) {
     case CX_FRAME_LOOKUP:
     case CX_FRAME_FORMAT:
@@ -906,7 +982,16 @@ static void conn_free(struct cx_space_server *s, struct conn *c)
     cx_link_close(c->link);
     free(c->h);
     free(c);
+    s->nconns--;
     __atomic_fetch_sub(&s->stats.clients, 1, __ATOMIC_RELAXED);
+}
+
+/* Closes a client for a reason worth a (rate-limited) log line. */
+static void conn_drop(struct cx_space_server *s, struct conn *c, const char *why)
+{
+    logc_(s, "client %s (%s): %s: closed", c->peer, c->scheme, why);
+    STAT_ADD(s, clients_dropped, 1);
+    conn_free(s, c);
 }
 
 static int conn_poll(void *ctx, int budget)
@@ -923,6 +1008,9 @@ static int conn_poll(void *ctx, int budget)
     }
     if (n < 0 || c->dead)
         return n < 0 ? n : -ECONNRESET;
+    if (cx_link_pending(c->link) > OUT_MAX) /* replies pile up: it stopped reading them */
+        return cx_err_set(ENOBUFS, "%zu bytes of replies unread (limit %u)",
+                          cx_link_pending(c->link), OUT_MAX);
     for (size_t i = 0; i < c->nh; i++) {
         struct handle *h = &c->h[i];
         if (h->kind == H_WRITER && h->ack_pending && s->opts.pipe.defer_sync) {
@@ -959,8 +1047,60 @@ static int conn_arm(void *ctx)
 static void conn_error(void *ctx, int rc)
 {
     struct conn *c = ctx;
-    (void)rc;
-    conn_free(c->s, c);
+    if (rc == -ECONNRESET || rc == -EPIPE) /* it left: nothing to report */
+        conn_free(c->s, c);
+    else /* a bad frame, a refused or late handshake, unread output */
+        conn_drop(c->s, c, cx_errmsg());
+}
+
+/* Sends a frame over the link's limit to on_frame by its header alone (cx_driver.h). */
+static void on_oversize(void *arg, const struct cx_frame_hdr *h, const void *payload, size_t len)
+{
+    (void)payload, (void)len;
+    on_frame(arg, h, NULL, 0);
+}
+
+/* Takes and closes one pending connection without a link: for a server at its client limit,
+ * or out of fds (then the spare fd is given up for the moment, so accept cannot spin on a
+ * connection it can never take). */
+static void refuse_pending(struct cx_space_server *s, struct cx_space_accept *a, const char *why,
+                           int out_of_fds)
+{
+    int lfd = a->ops->listener_fd(a->listener);
+    int spare = s->spare_fd >= 0 && out_of_fds;
+    if (spare) {
+        close(s->spare_fd);
+        s->spare_fd = -1;
+    }
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0)
+        close(fd);
+    if (spare)
+        s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    STAT_ADD(s, clients_refused, 1);
+    logc_(s, "connection on %s refused: %s", a->ops->listener_addr(a->listener), why);
+}
+
+static void conn_peer(struct conn *c)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    int fd = cx_link_fd(c->link);
+    snprintf(c->peer, sizeof c->peer, "?");
+    if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
+        return;
+    char ip[INET6_ADDRSTRLEN] = "";
+    if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
+        snprintf(c->peer, sizeof c->peer, "%s:%u", ip, ntohs(in->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
+        snprintf(c->peer, sizeof c->peer, "[%s]:%u", ip, ntohs(in6->sin6_port));
+    } else {
+        snprintf(c->peer, sizeof c->peer, "local");
+    }
 }
 
 static int accept_poll(void *ctx, int budget)
@@ -969,12 +1109,43 @@ static int accept_poll(void *ctx, int budget)
     struct cx_space_server *s = a->s;
     int n = 0;
     while (n < budget) {
+        if (s->nconns >= s->opts.max_clients) {
+            struct pollfd pf = {.fd = a->ops->listener_fd(a->listener), .events = POLLIN};
+            if (poll(&pf, 1, 0) != 1)
+                break;
+            /* room for the newcomer: the oldest client that never sent a frame goes first
+             * (silent connections must not lock everyone out until their deadline) */
+            struct conn *old = NULL;
+            for (struct conn *c = s->conns; c; c = c->next)
+                if (!c->got_frame && (!old || c->born < old->born))
+                    old = c;
+            if (old) {
+                char why[96];
+                snprintf(why, sizeof why, "evicted for a newcomer: %d clients (max_clients), "
+                         "none sent by this one", s->nconns);
+                conn_drop(s, old, why);
+                continue;
+            }
+            char why[96];
+            snprintf(why, sizeof why, "%d clients connected (max_clients)", s->nconns);
+            refuse_pending(s, a, why, 0);
+            n++;
+            continue;
+        }
         struct cx_link *k;
-        int rc = a->ops->accept(a->listener, 0, &k);
+        int rc = a->ops->accept_start ? a->ops->accept_start(a->listener, s->opts.first_frame_ms, &k)
+                                      : a->ops->accept(a->listener, 0, &k);
         if (rc == -ETIMEDOUT || rc == -EAGAIN)
             break;
+        if (rc == -EMFILE || rc == -ENFILE) {
+            char why[160];
+            snprintf(why, sizeof why, "out of file descriptors (%s) with %d clients",
+                     strerror(-rc), s->nconns);
+            refuse_pending(s, a, why, 1);
+            break;
+        }
         if (rc < 0) {
-            logf_(s, "accept failed: %s", cx_errmsg());
+            logc_(s, "accept failed: %s", cx_errmsg());
             break;
         }
         struct conn *c = calloc(1, sizeof *c);
@@ -985,6 +1156,13 @@ static int accept_poll(void *ctx, int budget)
         c->s = s;
         c->link = k;
         c->scheme = a->ops->scheme ? a->ops->scheme : "unknown";
+        c->born = c->last_rx = now_ms();
+        conn_peer(c);
+        /* what one frame may make us allocate: max_segment (requests are far smaller) */
+        struct cx_link_limits lim = {.max_msg = s->opts.max_segment > MIN_FRAME
+                                                    ? s->opts.max_segment : MIN_FRAME,
+                                     .on_oversize = on_oversize};
+        cx_link_set_limits(k, &lim); /* drivers without it keep the protocol's maximum */
         struct cx_driver_caps caps;
         cx_link_caps(k, &caps);
         struct cx_engine_source src = {.name = "space-client", .poll = conn_poll, .arm = conn_arm,
@@ -992,6 +1170,7 @@ static int accept_poll(void *ctx, int budget)
                                        .cost = caps.poll_cost ? caps.poll_cost : 8};
         c->next = s->conns;
         s->conns = c;
+        s->nconns++;
         STAT_ADD(s, clients, 1);
         c->src = cx_engine_add(s->engine, &src);
         if (c->src < 0) {
@@ -1018,10 +1197,56 @@ static int timer_poll(void *ctx, int budget)
     return 1;
 }
 
+/* Per-connection deadlines: a first frame (after the TLS handshake) within first_frame_ms,
+ * and, with idle_ms, some frame within idle_ms from a client with no pipe open. */
+static int sweep_poll(void *ctx, int budget)
+{
+    struct cx_space_server *s = ctx;
+    (void)budget;
+    uint64_t ticks;
+    if (read(s->sweep_fd, &ticks, sizeof ticks) != (ssize_t)sizeof ticks)
+        return 0;
+    double t = now_ms();
+    struct conn *next;
+    for (struct conn *c = s->conns; c; c = next) {
+        next = c->next;
+        char why[400];
+        if (!c->got_frame && t - c->born >= s->opts.first_frame_ms) {
+            /* a TLS link reports its own late handshake from progress */
+            int rc = cx_link_progress(c->link, on_frame, c, 1);
+            if (c->got_frame && rc >= 0)
+                continue;
+            if (rc < 0)
+                snprintf(why, sizeof why, "%s", cx_errmsg());
+            else
+                snprintf(why, sizeof why, "no complete first frame within %d ms",
+                         s->opts.first_frame_ms);
+            conn_drop(s, c, why);
+        } else if (s->opts.idle_ms > 0 && c->got_frame && c->nh == 0 &&
+                   t - c->last_rx >= s->opts.idle_ms) {
+            snprintf(why, sizeof why, "idle for %d ms with no pipe open", s->opts.idle_ms);
+            conn_drop(s, c, why);
+        }
+    }
+    return 1;
+}
+
+/* max_clients: the default, and never more than half the fds (the rest: pipes, the store). */
+static int clients_cap(int want)
+{
+    struct rlimit rl;
+    int cap = 3000;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 2 < 3000)
+        cap = rl.rlim_cur > 64 ? (int)(rl.rlim_cur / 2) : 16;
+    return want > 0 && want < cap ? want : cap;
+}
+
 /* ---- start / stop ------------------------------------------------------------------ */
 
 int cx_space_server_start(const struct cx_space_server_opts *o, struct cx_space_server **out)
 {
+    if (!out)
+        return cx_err_set(EINVAL, "space server: no pointer for the server");
     if (!o || !o->dir || !*o->dir)
         return cx_err_set(EINVAL, "space server: a store directory is required");
     struct cx_space_server *s = calloc(1, sizeof *s);
@@ -1034,10 +1259,16 @@ int cx_space_server_start(const struct cx_space_server_opts *o, struct cx_space_
         s->opts.max_segment = 64u << 20;
     if (s->opts.udp_threads <= 0)
         s->opts.udp_threads = 1;
+    s->opts.max_clients = clients_cap(s->opts.max_clients);
+    if (s->opts.first_frame_ms <= 0)
+        s->opts.first_frame_ms = 5000;
+    if (s->opts.idle_ms < 0)
+        s->opts.idle_ms = 0;
     /* fsync every: appends of a progress batch share one fdatasync, run before their ack
      * (conn_poll); an ack still means "on disk" */
     s->opts.pipe.defer_sync = s->opts.pipe.fsync == CX_SEG_FSYNC_EVERY;
-    s->timer_fd = s->udp_fd = s->udp_stop_fd = -1;
+    s->timer_fd = s->sweep_fd = s->udp_fd = s->udp_stop_fd = -1;
+    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     struct timespec seed;
     clock_gettime(CLOCK_REALTIME, &seed); /* tokens of a restarted space differ from its past ones */
     s->next_token = ((uint64_t)seed.tv_nsec << 32) ^ (uint64_t)seed.tv_sec ^ ((uint64_t)getpid() << 16);
@@ -1094,10 +1325,24 @@ int cx_space_server_start(const struct cx_space_server_opts *o, struct cx_space_
         if ((rc = cx_engine_add(s->engine, &tm)) < 0)
             goto fail;
     }
+    s->sweep_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (s->sweep_fd < 0) {
+        rc = cx_err_set(errno, "timerfd: %s", strerror(errno));
+        goto fail;
+    }
+    struct itimerspec sw = {.it_interval = {0, SWEEP_MS * 1000000L}, .it_value = {0, SWEEP_MS * 1000000L}};
+    timerfd_settime(s->sweep_fd, 0, &sw, NULL);
+    struct cx_engine_source swsrc = {.name = "space-deadlines", .poll = sweep_poll, .ctx = s,
+                                     .fd = s->sweep_fd, .cost = 8};
+    if ((rc = cx_engine_add(s->engine, &swsrc)) < 0)
+        goto fail;
     if ((rc = cx_engine_start(s->engine)) < 0)
         goto fail;
-    logf_(s, "serving %s%s%s (udp %s) from %s", s->addr, s->addr2[0] ? " and " : "", s->addr2,
-          s->udp_addr[0] ? s->udp_addr : "off", o->dir);
+    logf_(s, "serving %s%s%s (udp %s) from %s; up to %d clients, first frame within %d ms, "
+          "idle timeout %s%d ms, frames up to %u bytes", s->addr, s->addr2[0] ? " and " : "",
+          s->addr2, s->udp_addr[0] ? s->udp_addr : "off", o->dir, s->opts.max_clients,
+          s->opts.first_frame_ms, s->opts.idle_ms ? "" : "off/", s->opts.idle_ms,
+          s->opts.max_segment > MIN_FRAME ? s->opts.max_segment : MIN_FRAME);
     *out = s;
     return 0;
 fail:
@@ -1111,12 +1356,18 @@ fail:
     return rc;
 }
 
-const char *cx_space_server_addr(struct cx_space_server *s) { return s->addr; }
-const char *cx_space_server_addr2(struct cx_space_server *s) { return s->addr2; }
-const char *cx_space_server_udp_addr(struct cx_space_server *s) { return s->udp_addr; }
+const char *cx_space_server_addr(struct cx_space_server *s) { return s ? s->addr : ""; }
+const char *cx_space_server_addr2(struct cx_space_server *s) { return s ? s->addr2 : ""; }
+const char *cx_space_server_udp_addr(struct cx_space_server *s) { return s ? s->udp_addr : ""; }
 
 void cx_space_server_stats(struct cx_space_server *s, struct cx_space_server_stats *out)
 {
+    if (!out)
+        return;
+    if (!s) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     *out = s->stats;
     out->names = s->names ? cx_nametable_list(s->names, NULL, 0) : 0;
@@ -1144,6 +1395,10 @@ void cx_space_server_stop(struct cx_space_server *s)
         s->acc[1].ops->listener_close(s->acc[1].listener);
     if (s->timer_fd >= 0)
         close(s->timer_fd);
+    if (s->sweep_fd >= 0)
+        close(s->sweep_fd);
+    if (s->spare_fd >= 0)
+        close(s->spare_fd);
     cx_space_formats_close(s->formats);
     cx_nametable_close(s->names);
     cx_segstore_close(s->store);

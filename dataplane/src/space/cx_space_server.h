@@ -37,13 +37,24 @@ struct cx_space_server_opts {
                             * "" = no UDP service */
     int udp_threads;       /* default 1 */
     struct cx_seg_pipe_opts pipe; /* fsync policy and retention of every pipe */
-    uint32_t max_segment;  /* largest segment accepted, default 64 MiB */
+    uint32_t max_segment;  /* largest segment accepted, default 64 MiB; a frame declaring
+                            * more is refused from its header, before anything is
+                            * allocated (its bytes are read and dropped) */
+    int max_clients;       /* connections served at once; default 3000, at most half the
+                            * fd limit (RLIMIT_NOFILE): the rest is for pipes' logs. Beyond
+                            * it a new connection is closed at once (logged once a second) */
+    int first_frame_ms;    /* a client's TLS handshake and first frame must be done within
+                            * this, else it is closed and logged; default 5000 */
+    int idle_ms;           /* a client with no pipe open that sent nothing for this long is
+                            * closed; 0 (default) = never */
     int quiet;             /* no log lines on stderr */
 };
 
 struct cx_space_server_stats {
     uint64_t requests, udp_lookups, segments_in, bytes_in, segments_out, bytes_out, clients;
     uint64_t pipes_open, names, formats;
+    uint64_t clients_refused;   /* closed at accept: over max_clients or out of fds */
+    uint64_t clients_dropped;   /* closed for a deadline, a bad frame or unread output */
 };
 
 struct cx_space_server;

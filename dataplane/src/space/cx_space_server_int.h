@@ -38,6 +38,11 @@ struct cx_space_server {
     void *scratch;       /* engine thread's segment buffer */
     size_t scratch_cap;
     int timer_fd;
+    int sweep_fd;        /* timerfd: per-connection deadlines (first frame, idle) */
+    int spare_fd;        /* kept open to free when accept runs out of fds (EMFILE) */
+    int nconns;          /* engine thread only */
+    double log_last;     /* rate limit of the per-client log lines (engine thread only) */
+    unsigned log_skipped;
     uint64_t next_token; /* migration tokens (engine thread only): random start, then +1 */
     /* UDP lookups */
     char udp_addr[64];

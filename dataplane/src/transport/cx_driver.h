@@ -21,6 +21,7 @@
 
 #include "common/cx_frame.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -56,6 +57,15 @@ typedef void (*cx_recv_fn)(void *arg, const struct cx_frame_hdr *h, const void *
 
 struct cx_link;
 struct cx_listener;
+
+/* What a link accepts from its peer (set_limits). */
+struct cx_link_limits {
+    uint32_t max_msg;       /* largest payload accepted, 0 = CX_FRAME_MAX_MSG; a header
+                             * declaring more is refused before anything is allocated */
+    cx_recv_fn on_oversize; /* NULL: a frame over max_msg fails the link (-EMSGSIZE); else its
+                             * payload is read and dropped and it is reported here, with
+                             * progress's arg, its header and no payload (NULL, 0) */
+};
 
 /* The operations of one driver. Network drivers fill every field; filter drivers leave
  * listen/accept/connect/listener_* NULL (they are made by their own constructors). */
@@ -117,6 +127,17 @@ struct cx_driver_ops {
     /* Closes the link and frees it (a filter closes its lower links too). Queued data is
      * dropped; call progress until pending() is 0 first for a graceful close. */
     void (*close)(struct cx_link *k);
+
+    /* Optional (NULL = not supported). Sets what the link accepts from its peer (a server
+     * bounds what one client can make it allocate). */
+    int (*set_limits)(struct cx_link *k, const struct cx_link_limits *lim);
+
+    /* Optional: accept for a server's progress engine. Takes one peer's connection without
+     * waiting (-EAGAIN when none is pending) and returns its link at once; the driver's
+     * handshake then runs inside progress without blocking (nothing is delivered before it
+     * is done) and fails the link with -ETIMEDOUT when not done within handshake_ms. NULL
+     * for drivers whose accept never waits for the peer (tcp). */
+    int (*accept_start)(struct cx_listener *l, int handshake_ms, struct cx_link **out);
 };
 
 /* Every link starts with this; drivers embed it as their first member. */
@@ -138,6 +159,10 @@ static inline size_t cx_link_pending(struct cx_link *k) { return k->ops->pending
 static inline int cx_link_fd(struct cx_link *k) { return k->ops->fd(k); }
 static inline int cx_link_arm(struct cx_link *k) { return k->ops->arm(k); }
 static inline void cx_link_caps(struct cx_link *k, struct cx_driver_caps *c) { k->ops->caps(k, c); }
+static inline int cx_link_set_limits(struct cx_link *k, const struct cx_link_limits *lim)
+{
+    return k->ops->set_limits ? k->ops->set_limits(k, lim) : -ENOTSUP;
+}
 static inline void cx_link_close(struct cx_link *k)
 {
     if (k) k->ops->close(k);

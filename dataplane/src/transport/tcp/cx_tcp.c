@@ -1,14 +1,16 @@
 /* The tcp network driver: one non-blocking TCP socket per link, framed by the 48-byte
  * cx_frame header. Sends gather header and payload with one writev (TCP_NODELAY, 4 MiB
  * socket buffers); what the socket does not take is queued and flushed by progress.
- * Receives read in 256 KiB gulps and deliver frames in place; a payload larger than half
- * the gulp buffer is read straight into its own allocation (one copy, by the kernel).
+ * Receives go through the shared stream deframer (common/cx_deframe.h): 256 KiB gulps,
+ * frames delivered in place, a large payload read straight into its own buffer, which grows
+ * with the bytes received; set_limits bounds what a peer may declare.
  * Exports exactly one ops table: cx_tcp_ops. */
 #define _GNU_SOURCE
 #include "transport/cx_addr.h"
 #include "transport/cx_driver.h"
 #include "transport/cx_txq.h"
 
+#include "common/cx_deframe.h"
 #include "common/cx_error.h"
 
 #include <poll.h>
@@ -18,7 +20,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define RBUF_SIZE (256u << 10)
 #define MAX_IOV 64
 
 struct tcp_link {
@@ -26,11 +27,7 @@ struct tcp_link {
     int fd;
     int failed; /* negative errno once the link broke */
     struct cx_txq txq;
-    uint8_t *rbuf;
-    size_t roff, rlen; /* unparsed bytes are rbuf[roff..rlen) */
-    struct cx_frame_hdr big_hdr;
-    uint8_t *big;      /* payload being read directly (large message), or NULL */
-    size_t big_got;
+    struct cx_deframe df;
 };
 
 struct cx_listener {
@@ -43,15 +40,13 @@ extern const struct cx_driver_ops cx_tcp_ops;
 static int tcp_wrap_fd(int fd, struct cx_link **out)
 {
     struct tcp_link *t = calloc(1, sizeof *t);
-    uint8_t *rb = malloc(RBUF_SIZE);
-    if (!t || !rb) {
-        free(t), free(rb), close(fd);
+    if (!t || cx_deframe_init(&t->df) < 0) {
+        free(t), close(fd);
         return cx_err_set(ENOMEM, "tcp: out of memory for a link");
     }
     cx_tcp_tune(fd);
     t->base.ops = &cx_tcp_ops;
     t->fd = fd;
-    t->rbuf = rb;
     *out = &t->base;
     return 0;
 }
@@ -187,8 +182,11 @@ static int tcp_send(struct cx_link *k, const struct cx_frame_hdr *h, const struc
 static size_t tcp_pending(struct cx_link *k) { return cx_txq_len(&((struct tcp_link *)k)->txq); }
 
 /* Reads into dst; returns bytes, 0 for "would block", or a negative errno (EOF -> -ECONNRESET). */
-static ssize_t tcp_read(struct tcp_link *t, void *dst, size_t n)
+static ssize_t tcp_read(void *io, void *dst, size_t n)
 {
+    struct tcp_link *t = io;
+    if (t->failed)
+        return cx_err_set(-t->failed, "tcp: link is broken");
     for (;;) {
         ssize_t r = recv(t->fd, dst, n, 0);
         if (r > 0)
@@ -207,7 +205,7 @@ static int tcp_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
 {
     struct tcp_link *t = (struct tcp_link *)k;
     int work = 0;
-    if (t->failed && t->roff == t->rlen)
+    if (t->failed && !cx_deframe_ready(&t->df))
         return cx_err_set(-t->failed, "tcp: link is broken");
     if (cx_txq_len(&t->txq)) {
         size_t before = cx_txq_len(&t->txq);
@@ -217,63 +215,14 @@ static int tcp_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
         if (cx_txq_len(&t->txq) != before)
             work++;
     }
-    while (work < budget) {
-        if (t->big) { /* large payload straight into its buffer */
-            ssize_t r = tcp_read(t, t->big + t->big_got, t->big_hdr.length - t->big_got);
-            if (r <= 0)
-                return r < 0 ? (int)r : work;
-            t->big_got += (size_t)r;
-            if (t->big_got == t->big_hdr.length) {
-                uint8_t *b = t->big;
-                t->big = NULL;
-                fn(arg, &t->big_hdr, b, t->big_hdr.length);
-                free(b);
-                work++;
-            }
-            continue;
-        }
-        size_t avail = t->rlen - t->roff;
-        if (avail >= CX_FRAME_HDR_SIZE) {
-            struct cx_frame_hdr h;
-            int rc = cx_frame_decode(t->rbuf + t->roff, avail, &h);
-            if (rc < 0) { /* the decoder's reason, not only strerror */
-                if (!t->failed)
-                    t->failed = rc;
-                return cx_err_wrap(rc, "tcp: bad frame from peer");
-            }
-            if (avail - CX_FRAME_HDR_SIZE >= h.length) {
-                t->roff += CX_FRAME_HDR_SIZE + h.length;
-                fn(arg, &h, t->rbuf + t->roff - h.length, h.length);
-                work++;
-                continue;
-            }
-            if (h.length > RBUF_SIZE / 2) {
-                size_t have = avail - CX_FRAME_HDR_SIZE;
-                t->big = malloc(h.length);
-                if (!t->big)
-                    return tcp_fail(t, ENOMEM, "no memory for a large message");
-                memcpy(t->big, t->rbuf + t->roff + CX_FRAME_HDR_SIZE, have);
-                t->big_got = have;
-                t->big_hdr = h;
-                t->roff = t->rlen = 0;
-                continue;
-            }
-        }
-        if (t->failed)
-            return work ? work : cx_err_set(-t->failed, "tcp: link is broken");
-        if (t->roff) { /* compact, then read more */
-            memmove(t->rbuf, t->rbuf + t->roff, avail);
-            t->roff = 0;
-            t->rlen = avail;
-        }
-        ssize_t r = tcp_read(t, t->rbuf + t->rlen, RBUF_SIZE - t->rlen);
-        if (r < 0)
-            return work ? work : (int)r;
-        if (r == 0)
-            break;
-        t->rlen += (size_t)r;
+    int r = cx_deframe_run(&t->df, tcp_read, t, fn, arg, budget - work);
+    if (r < 0 && t->df.err == r && !t->failed) { /* a bad header: the stream is lost */
+        t->failed = r;
+        cx_err_wrap(r, "tcp: bad frame from peer");
     }
-    return work;
+    if (r < 0)
+        return work ? work : r;
+    return work + r;
 }
 
 static int tcp_fd(struct cx_link *k) { return ((struct tcp_link *)k)->fd; }
@@ -284,10 +233,7 @@ static int tcp_arm(struct cx_link *k)
     /* queued output or a whole frame already buffered: progress first */
     if (cx_txq_len(&t->txq) || t->failed)
         return -EAGAIN;
-    size_t avail = t->rlen - t->roff;
-    if (!t->big && avail >= CX_FRAME_HDR_SIZE)
-        return -EAGAIN;
-    return 0;
+    return cx_deframe_ready(&t->df) ? -EAGAIN : 0;
 }
 
 static void tcp_caps(struct cx_link *k, struct cx_driver_caps *c)
@@ -302,9 +248,16 @@ static void tcp_close(struct cx_link *k)
     struct tcp_link *t = (struct tcp_link *)k;
     close(t->fd);
     cx_txq_free(&t->txq);
-    free(t->rbuf);
-    free(t->big);
+    cx_deframe_free(&t->df);
     free(t);
+}
+
+static int tcp_set_limits(struct cx_link *k, const struct cx_link_limits *lim)
+{
+    if (!k || !lim)
+        return cx_err_set(EINVAL, "tcp: set_limits needs a link and limits");
+    cx_deframe_set_limits(&((struct tcp_link *)k)->df, lim->max_msg, lim->on_oversize);
+    return 0;
 }
 
 const struct cx_driver_ops cx_tcp_ops = {
@@ -323,4 +276,5 @@ const struct cx_driver_ops cx_tcp_ops = {
     .arm = tcp_arm,
     .caps = tcp_caps,
     .close = tcp_close,
+    .set_limits = tcp_set_limits,
 };

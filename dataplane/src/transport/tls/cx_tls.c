@@ -2,20 +2,23 @@
  * handshake are in cx_tls_handshake.c). A link is one TLS session over a non-blocking TCP
  * socket, framed like the tcp driver: encoded header + payload back to back. send copies
  * the frame into the link's queue (TLS encrypts from one buffer anyway) and writes what
- * the socket takes; progress writes the rest and reads frames, delivering small ones in
- * place from a 256 KiB buffer and reading a large payload straight into its own buffer. */
+ * the socket takes; progress writes the rest and reads frames through the shared stream
+ * deframer (common/cx_deframe.h, as tcp). A link made by accept_start first runs the
+ * server's handshake inside progress, without blocking, until its deadline. */
 #include "transport/tls/cx_tls_int.h"
 
+#include "common/cx_deframe.h"
 #include "common/cx_error.h"
 #include "transport/cx_txq.h"
 
+#include <errno.h>
 #include <openssl/err.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define RBUF_SIZE (256u << 10)
 #define MAX_IOV 64
 #define WRITE_CHUNK (1u << 20) /* per SSL_write: bounded, and never shrinking on a retry */
 
@@ -28,20 +31,21 @@ struct tls_link {
     char why[320];
     char peer[64];
     struct cx_txq txq;
-    uint8_t *rbuf;
-    size_t roff, rlen; /* unparsed bytes are rbuf[roff..rlen) */
-    struct cx_frame_hdr big_hdr;
-    uint8_t *big; /* payload being read directly (large message), or NULL */
-    size_t big_got;
+    struct cx_deframe df;
+    long long hs_deadline; /* > 0 while the server's handshake runs in progress (ms) */
+    int hs_ms;
+    int hs_want;           /* SSL_ERROR_WANT_READ or _WRITE of the handshake's last step */
+    long long linger_until; /* refused handshake: our alert goes out before the close */
 };
 
 int cx_tls_link_new(int fd, SSL *ssl, struct cx_tls_sock *sock, const char *peer,
                     const uint8_t *rbuf, size_t rlen, struct cx_link **out)
 {
     struct tls_link *t = calloc(1, sizeof *t);
-    uint8_t *rb = malloc(RBUF_SIZE);
-    if (!t || !rb || rlen > RBUF_SIZE) {
-        free(t), free(rb), SSL_free(ssl), free(sock), close(fd);
+    if (!t || cx_deframe_init(&t->df) < 0 || cx_deframe_preload(&t->df, rbuf, rlen) < 0) {
+        if (t)
+            cx_deframe_free(&t->df);
+        free(t), SSL_free(ssl), free(sock), close(fd);
         return cx_err_set(ENOMEM, "tls: out of memory for a link");
     }
     t->base.ops = &cx_tls_ops;
@@ -49,11 +53,27 @@ int cx_tls_link_new(int fd, SSL *ssl, struct cx_tls_sock *sock, const char *peer
     t->ssl = ssl;
     t->sock = sock;
     snprintf(t->peer, sizeof t->peer, "%s", peer);
-    t->rbuf = rb;
-    if (rlen)
-        memcpy(rb, rbuf, rlen);
-    t->rlen = rlen;
     *out = &t->base;
+    return 0;
+}
+
+int cx_tls_link_new_accepting(int fd, SSL *ssl, struct cx_tls_sock *sock, const char *peer,
+                              int handshake_ms, struct cx_link **out)
+{
+    int rc = cx_tls_link_new(fd, ssl, sock, peer, NULL, 0, out);
+    if (rc < 0)
+        return rc;
+    struct tls_link *t = (struct tls_link *)*out;
+    uint8_t w[CX_FRAME_HDR_SIZE]; /* "you are in" (cx_tls.h), ahead of every frame sent */
+    cx_tls_welcome_frame(w);
+    struct iovec v = {w, sizeof w};
+    if ((rc = cx_txq_push(&t->txq, &v, 1, 0)) < 0) {
+        cx_link_close(*out);
+        return cx_err_set(ENOMEM, "tls: out of memory for a link");
+    }
+    t->hs_ms = handshake_ms;
+    t->hs_deadline = cx_tls_now_ms() + handshake_ms;
+    t->hs_want = SSL_ERROR_WANT_READ;
     return 0;
 }
 
@@ -77,6 +97,8 @@ static int ssl_fail(struct tls_link *t, int ret, const char *what)
 /* Writes from the queue until it is empty or the socket is full. */
 static int tls_flush(struct tls_link *t)
 {
+    if (t->hs_deadline)
+        return 0; /* sent once the handshake is done */
     while (cx_txq_len(&t->txq)) {
         size_t n = cx_txq_len(&t->txq) < WRITE_CHUNK ? cx_txq_len(&t->txq) : WRITE_CHUNK;
         ERR_clear_error();
@@ -123,93 +145,90 @@ static int tls_send(struct cx_link *k, const struct cx_frame_hdr *h, const struc
 static size_t tls_pending(struct cx_link *k) { return cx_txq_len(&((struct tls_link *)k)->txq); }
 
 /* Reads into dst: bytes, 0 for "would block", or a negative errno. */
-static long tls_read(struct tls_link *t, void *dst, size_t n)
+static ssize_t tls_read(void *io, void *dst, size_t n)
 {
+    struct tls_link *t = io;
+    if (t->failed)
+        return cx_err_set(-t->failed, "%s", t->why);
     size_t got = 0;
     ERR_clear_error();
     int r = SSL_read_ex(t->ssl, dst, n, &got);
     if (r == 1)
-        return (long)got;
+        return (ssize_t)got;
     int e = SSL_get_error(t->ssl, r);
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
         return 0;
     return ssl_fail(t, r, "receive from");
 }
 
+/* One step of the accepting side's handshake: 1 when done, 0 while it waits for the peer,
+ * or a negative errno (refused, or not done by the deadline). */
+static int handshake_step(struct tls_link *t)
+{
+    ERR_clear_error();
+    int r = SSL_do_handshake(t->ssl);
+    if (r == 1) {
+        t->hs_deadline = 0; /* the welcome queued by cx_tls_link_new_accepting goes first */
+        return 1;
+    }
+    int e = SSL_get_error(t->ssl, r);
+    if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+        int rc = cx_tls_error(t->ssl, r, t->sock, "accepting", t->peer);
+        /* let the alert reach the peer: closing with its bytes unread would send a reset
+         * that can overtake it, so wait (in progress) for its close, briefly */
+        shutdown(t->fd, SHUT_WR);
+        t->hs_deadline = 0;
+        t->linger_until = cx_tls_now_ms() + 200;
+        tls_fail(t, rc);
+        return 0;
+    }
+    t->hs_want = e;
+    if (cx_tls_now_ms() >= t->hs_deadline) {
+        cx_err_set(ETIMEDOUT, "tls: accepting %s: handshake not done within %d ms", t->peer,
+                   t->hs_ms);
+        return tls_fail(t, -ETIMEDOUT);
+    }
+    return 0;
+}
+
 static int tls_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
 {
     struct tls_link *t = (struct tls_link *)k;
     int work = 0;
-    if (t->failed && t->roff == t->rlen)
+    if (t->linger_until) { /* a refused handshake: drain until the peer closes, or time */
+        char sink[4096];
+        ssize_t r;
+        while ((r = recv(t->fd, sink, sizeof sink, MSG_DONTWAIT)) > 0)
+            ;
+        if (r < 0 && (errno == EAGAIN || errno == EINTR) && cx_tls_now_ms() < t->linger_until)
+            return 0;
+        t->linger_until = 0;
         return cx_err_set(-t->failed, "%s", t->why);
+    }
+    if (t->failed && !cx_deframe_ready(&t->df))
+        return cx_err_set(-t->failed, "%s", t->why);
+    if (t->hs_deadline) {
+        int rc = handshake_step(t);
+        if (rc <= 0)
+            return rc;
+        work++;
+    }
     if (cx_txq_len(&t->txq) && !t->failed) {
         size_t before = cx_txq_len(&t->txq);
         int rc = tls_flush(t);
-        if (rc < 0 && t->roff == t->rlen)
+        if (rc < 0 && !cx_deframe_ready(&t->df))
             return rc;
         if (cx_txq_len(&t->txq) != before)
             work++;
     }
-    while (work < budget) {
-        if (t->big) { /* large payload straight into its buffer */
-            if (t->failed)
-                return work ? work : cx_err_set(-t->failed, "%s", t->why);
-            long r = tls_read(t, t->big + t->big_got, t->big_hdr.length - t->big_got);
-            if (r <= 0)
-                return r < 0 ? (int)r : work;
-            t->big_got += (size_t)r;
-            if (t->big_got == t->big_hdr.length) {
-                uint8_t *b = t->big;
-                t->big = NULL;
-                fn(arg, &t->big_hdr, b, t->big_hdr.length);
-                free(b);
-                work++;
-            }
-            continue;
-        }
-        size_t avail = t->rlen - t->roff;
-        if (avail >= CX_FRAME_HDR_SIZE) {
-            struct cx_frame_hdr h;
-            int rc = cx_frame_decode(t->rbuf + t->roff, avail, &h);
-            if (rc < 0) {
-                cx_err_wrap(rc, "tls: bad frame from %s", t->peer);
-                return tls_fail(t, rc);
-            }
-            if (avail - CX_FRAME_HDR_SIZE >= h.length) {
-                t->roff += CX_FRAME_HDR_SIZE + h.length;
-                fn(arg, &h, t->rbuf + t->roff - h.length, h.length);
-                work++;
-                continue;
-            }
-            if (h.length > RBUF_SIZE / 2) {
-                size_t have = avail - CX_FRAME_HDR_SIZE;
-                t->big = malloc(h.length);
-                if (!t->big) {
-                    cx_err_set(ENOMEM, "tls: no memory for a %u-byte message", h.length);
-                    return tls_fail(t, -ENOMEM);
-                }
-                memcpy(t->big, t->rbuf + t->roff + CX_FRAME_HDR_SIZE, have);
-                t->big_got = have;
-                t->big_hdr = h;
-                t->roff = t->rlen = 0;
-                continue;
-            }
-        }
-        if (t->failed)
-            return work ? work : cx_err_set(-t->failed, "%s", t->why);
-        if (t->roff) { /* compact, then read more */
-            memmove(t->rbuf, t->rbuf + t->roff, avail);
-            t->roff = 0;
-            t->rlen = avail;
-        }
-        long r = tls_read(t, t->rbuf + t->rlen, RBUF_SIZE - t->rlen);
-        if (r < 0)
-            return work ? work : (int)r;
-        if (r == 0)
-            break;
-        t->rlen += (size_t)r;
+    int r = cx_deframe_run(&t->df, tls_read, t, fn, arg, budget > work ? budget - work : 1);
+    if (r < 0 && t->df.err == r && !t->failed) { /* a bad header: the stream is lost */
+        cx_err_wrap(r, "tls: bad frame from %s", t->peer);
+        return tls_fail(t, r);
     }
-    return work;
+    if (r < 0)
+        return work ? work : r;
+    return work + r;
 }
 
 static int tls_fd(struct cx_link *k) { return ((struct tls_link *)k)->fd; }
@@ -217,13 +236,17 @@ static int tls_fd(struct cx_link *k) { return ((struct tls_link *)k)->fd; }
 static int tls_arm(struct cx_link *k)
 {
     struct tls_link *t = (struct tls_link *)k;
-    if (cx_txq_len(&t->txq) || t->failed)
+    if (t->linger_until) /* the peer's close wakes us (or the owner's deadline check) */
+        return 0;
+    if (t->failed)
+        return -EAGAIN;
+    if (t->hs_deadline) /* handshaking: the peer's bytes wake us; our own need a retry */
+        return t->hs_want == SSL_ERROR_WANT_WRITE ? -EAGAIN : 0;
+    if (cx_txq_len(&t->txq))
         return -EAGAIN;
     if (SSL_pending(t->ssl) > 0) /* decrypted already: the socket will not say so */
         return -EAGAIN;
-    if (!t->big && t->rlen - t->roff >= CX_FRAME_HDR_SIZE)
-        return -EAGAIN;
-    return 0;
+    return cx_deframe_ready(&t->df) ? -EAGAIN : 0;
 }
 
 static void tls_caps(struct cx_link *k, struct cx_driver_caps *c)
@@ -236,7 +259,7 @@ static void tls_caps(struct cx_link *k, struct cx_driver_caps *c)
 static void tls_close(struct cx_link *k)
 {
     struct tls_link *t = (struct tls_link *)k;
-    if (!t->failed) { /* close_notify, best effort (non-blocking): the peer sees a clean end */
+    if (!t->failed && !t->hs_deadline) { /* close_notify, best effort (non-blocking) */
         ERR_clear_error();
         SSL_shutdown(t->ssl);
     }
@@ -245,9 +268,16 @@ static void tls_close(struct cx_link *k)
     close(t->fd);
     free(t->sock);
     cx_txq_free(&t->txq);
-    free(t->rbuf);
-    free(t->big);
+    cx_deframe_free(&t->df);
     free(t);
+}
+
+static int tls_set_limits(struct cx_link *k, const struct cx_link_limits *lim)
+{
+    if (!k || !lim)
+        return cx_err_set(EINVAL, "tls: set_limits needs a link and limits");
+    cx_deframe_set_limits(&((struct tls_link *)k)->df, lim->max_msg, lim->on_oversize);
+    return 0;
 }
 
 int cx_tls_peer_subject(struct cx_link *k, char *buf, size_t cap)
@@ -285,4 +315,6 @@ const struct cx_driver_ops cx_tls_ops = {
     .arm = tls_arm,
     .caps = tls_caps,
     .close = tls_close,
+    .set_limits = tls_set_limits,
+    .accept_start = cx_tls_accept_start,
 };

@@ -18,7 +18,10 @@
  * the server has checked its certificate), the accepting side sends one control frame (CTRL,
  * channel 0, format CX_TLS_CTRL_TOKEN, no payload) once it has accepted; connect waits for
  * it. Other handshake failures return -EPROTO, a peer that hangs up -ECONNRESET, a
- * handshake longer than 10 s -ETIMEDOUT. accept handles one peer's handshake at a time.
+ * handshake longer than 10 s -ETIMEDOUT. accept handles one peer's handshake at a time;
+ * accept_start (cx_driver.h) returns the link at once and runs the handshake inside its
+ * progress without blocking, failing it with -ETIMEDOUT past the caller's deadline: a server
+ * engine uses it, so a silent or slow peer never holds the other clients.
  *
  * Certificates need extendedKeyUsage serverAuth and clientAuth (or none) since every node
  * both accepts and connects with the same one.

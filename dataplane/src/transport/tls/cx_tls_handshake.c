@@ -26,7 +26,7 @@ struct cx_listener {
     char addr[96];
 };
 
-static long long now_ms(void)
+long long cx_tls_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -74,7 +74,7 @@ void cx_tls_listener_close(struct cx_listener *l)
 /* Waits until fd is ready for what OpenSSL asked (its last SSL_get_error). */
 static int wait_io(int fd, int ssl_err, long long deadline)
 {
-    long long left = deadline - now_ms();
+    long long left = deadline - cx_tls_now_ms();
     if (left <= 0)
         return -ETIMEDOUT;
     struct pollfd p = {.fd = fd, .events = ssl_err == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN};
@@ -88,7 +88,7 @@ static int wait_io(int fd, int ssl_err, long long deadline)
 static void linger_close(int fd)
 {
     shutdown(fd, SHUT_WR);
-    long long deadline = now_ms() + LINGER_MS;
+    long long deadline = cx_tls_now_ms() + LINGER_MS;
     char sink[4096];
     for (;;) {
         ssize_t r = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
@@ -100,8 +100,7 @@ static void linger_close(int fd)
     close(fd);
 }
 
-/* The accepting side's "you are in": CTRL on channel 0 with our token, no payload. */
-static void welcome_frame(uint8_t out[CX_FRAME_HDR_SIZE])
+void cx_tls_welcome_frame(uint8_t out[CX_FRAME_HDR_SIZE])
 {
     struct cx_frame_hdr h = {.type = CX_FRAME_CTRL, .channel = 0, .format = CX_TLS_CTRL_TOKEN};
     cx_frame_encode(&h, out);
@@ -114,10 +113,10 @@ static int is_welcome(const uint8_t *in, size_t n)
            h.format == CX_TLS_CTRL_TOKEN && h.length == 0;
 }
 
-/* Runs one side of a session on a connected, non-blocking socket (fd owned) and makes the
- * link. server: accept state, sends the welcome; else connect state, waits for it. */
-static int session(int fd, SSL_CTX *ctx, int server, const char *peer, const char *sni,
-                   struct cx_link **out)
+/* A session object for one side over fd (ctx's reference is taken over; on failure fd is
+ * closed): the socket BIO, the expected peer name, SNI. */
+static int ssl_new(int fd, SSL_CTX *ctx, int server, const char *peer, const char *sni,
+                   SSL **ssl_out, struct cx_tls_sock **sock_out)
 {
     const char *what = server ? "accepting" : "connecting to";
     struct cx_tls_sock *sock = calloc(1, sizeof *sock);
@@ -144,10 +143,25 @@ static int session(int fd, SSL_CTX *ctx, int server, const char *peer, const cha
         if (host && *host)
             SSL_set_tlsext_host_name(ssl, host);
     }
-    long long deadline = now_ms() + HANDSHAKE_MS;
+    *ssl_out = ssl;
+    *sock_out = sock;
+    return 0;
+}
+
+/* Runs one side of a session on a connected, non-blocking socket (fd owned) and makes the
+ * link. server: accept state, sends the welcome; else connect state, waits for it. */
+static int session(int fd, SSL_CTX *ctx, int server, const char *peer, const char *sni,
+                   struct cx_link **out)
+{
+    const char *what = server ? "accepting" : "connecting to";
+    SSL *ssl;
+    struct cx_tls_sock *sock;
+    int rc = ssl_new(fd, ctx, server, peer, sni, &ssl, &sock);
+    if (rc < 0)
+        return rc;
+    long long deadline = cx_tls_now_ms() + HANDSHAKE_MS;
     uint8_t *first = NULL;
     size_t have = 0;
-    int rc = 0;
     for (;;) {
         ERR_clear_error();
         int r = SSL_do_handshake(ssl);
@@ -163,7 +177,7 @@ static int session(int fd, SSL_CTX *ctx, int server, const char *peer, const cha
     }
     if (server) {
         uint8_t w[CX_FRAME_HDR_SIZE];
-        welcome_frame(w);
+        cx_tls_welcome_frame(w);
         for (;;) {
             ERR_clear_error();
             int r = SSL_write(ssl, w, sizeof w);
@@ -222,7 +236,9 @@ refused:
     return rc;
 }
 
-int cx_tls_accept(struct cx_listener *l, int timeout_ms, struct cx_link **out)
+/* Takes one pending connection (-EAGAIN when none, without waiting when timeout_ms is 0):
+ * its fd, tuned, and "ip:port" of the peer. */
+static int take_peer(struct cx_listener *l, int timeout_ms, char peer[64])
 {
     struct pollfd p = {.fd = l->fd, .events = POLLIN};
     int fd;
@@ -232,6 +248,8 @@ int cx_tls_accept(struct cx_listener *l, int timeout_ms, struct cx_link **out)
         fd = accept4(l->fd, (struct sockaddr *)&sa, &len, SOCK_CLOEXEC);
         if (fd >= 0)
             break;
+        if (errno == EAGAIN && timeout_ms == 0)
+            return -EAGAIN;
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return cx_err_set(errno, "tls: accept on %s: %s", l->addr, strerror(errno));
         int r = poll(&p, 1, timeout_ms);
@@ -241,9 +259,18 @@ int cx_tls_accept(struct cx_listener *l, int timeout_ms, struct cx_link **out)
             return cx_err_set(errno, "tls: poll: %s", strerror(errno));
     }
     cx_tcp_tune(fd);
-    char peer[64], ip[INET_ADDRSTRLEN];
+    char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
-    snprintf(peer, sizeof peer, "%s:%u", ip, ntohs(sa.sin_port));
+    snprintf(peer, 64, "%s:%u", ip, ntohs(sa.sin_port));
+    return fd;
+}
+
+int cx_tls_accept(struct cx_listener *l, int timeout_ms, struct cx_link **out)
+{
+    char peer[64];
+    int fd = take_peer(l, timeout_ms, peer);
+    if (fd < 0)
+        return fd == -EAGAIN ? cx_err_set(ETIMEDOUT, "tls: no peer on %s", l->addr) : fd;
     SSL_CTX *ctx;
     int rc = cx_tls_ctx_acquire(1, &ctx); /* the current credentials (renewed files reloaded) */
     if (rc < 0) {
@@ -251,6 +278,30 @@ int cx_tls_accept(struct cx_listener *l, int timeout_ms, struct cx_link **out)
         return cx_err_wrap(rc, "tls: accepting %s", peer);
     }
     return session(fd, ctx, 1, peer, NULL, out);
+}
+
+/* accept_start (cx_driver.h): the session is set up as by accept, but its handshake is left
+ * to the link's progress, so one silent or slow peer never holds the caller's thread. */
+int cx_tls_accept_start(struct cx_listener *l, int handshake_ms, struct cx_link **out)
+{
+    if (!l || !out || handshake_ms <= 0)
+        return cx_err_set(EINVAL, "tls: accept_start needs a listener, a link pointer and a "
+                          "positive deadline (got %d ms)", handshake_ms);
+    char peer[64];
+    int fd = take_peer(l, 0, peer);
+    if (fd < 0)
+        return fd;
+    SSL_CTX *ctx;
+    int rc = cx_tls_ctx_acquire(1, &ctx);
+    if (rc < 0) {
+        close(fd);
+        return cx_err_wrap(rc, "tls: accepting %s", peer);
+    }
+    SSL *ssl;
+    struct cx_tls_sock *sock;
+    if ((rc = ssl_new(fd, ctx, 1, peer, NULL, &ssl, &sock)) < 0)
+        return rc;
+    return cx_tls_link_new_accepting(fd, ssl, sock, peer, handshake_ms, out);
 }
 
 int cx_tls_connect(const char *addr, struct cx_link **out)

@@ -40,7 +40,16 @@ void cx_tls_err_text(char *buf, size_t cap);
 int cx_tls_link_new(int fd, SSL *ssl, struct cx_tls_sock *sock, const char *peer,
                     const uint8_t *rbuf, size_t rlen, struct cx_link **out);
 
+/* The same for the accepting side of a session whose handshake has not run yet: progress
+ * runs it without blocking and fails the link (-ETIMEDOUT) past handshake_ms. */
+int cx_tls_link_new_accepting(int fd, SSL *ssl, struct cx_tls_sock *sock, const char *peer,
+                              int handshake_ms, struct cx_link **out);
+
 /* --- cx_tls_handshake.c: listen, accept, connect --- */
+long long cx_tls_now_ms(void); /* CLOCK_MONOTONIC */
+/* The accepting side's "you are in": CTRL on channel 0 with CX_TLS_CTRL_TOKEN, no payload. */
+void cx_tls_welcome_frame(uint8_t out[CX_FRAME_HDR_SIZE]);
+int cx_tls_accept_start(struct cx_listener *l, int handshake_ms, struct cx_link **out);
 int cx_tls_listen(const char *addr, struct cx_listener **out);
 const char *cx_tls_listener_addr(struct cx_listener *l);
 int cx_tls_listener_fd(struct cx_listener *l);

@@ -1,7 +1,7 @@
 /* CRC-32C: the standard check value, and chaining over pieces of every split and length
  * (whichever implementation this CPU uses, hardware or tables). */
 #include "common/cx_test.h"
-#include "space/cx_crc32c.h"
+#include "common/cx_crc32c.h"
 
 CX_TEST(check_value_and_chaining)
 {

@@ -1,13 +1,14 @@
 /* CRC-32C; see cx_crc32c.h. The x86 crc32 instruction when the CPU has it (SSE4.2: three
  * independent streams would go faster still, one is ~8 bytes per cycle), else tables
- * (slicing-by-8). Every segment's payload is checked when stored and again when read, so
- * this is on the space's hot path. */
-#include "space/cx_crc32c.h"
+ * (slicing-by-8). Every segment's payload is checked when stored and again when read, and
+ * every frame header on every network link, so this is on the hot paths.
+ * -DCX_FRAME_PORTABLE_CHECK builds the table code only (to test it end to end on x86). */
+#include "common/cx_crc32c.h"
 
 #include <pthread.h>
 #include <string.h>
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(CX_FRAME_PORTABLE_CHECK)
 #include <nmmintrin.h>
 #define CRC_X86 1
 #endif
@@ -49,13 +50,28 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uin
 }
 #endif
 
-uint32_t cx_crc32c(uint32_t crc, const void *p, size_t len)
+/* Built before main, so the hot paths take no pthread_once; the once covers a CRC computed
+ * from another constructor. */
+__attribute__((constructor)) static void build_early(void) { pthread_once(&table_once, build_table); }
+
+int cx_crc32c_hw(void)
 {
     pthread_once(&table_once, build_table);
+    return hw;
+}
+
+uint32_t cx_crc32c(uint32_t crc, const void *p, size_t len)
+{
 #ifdef CRC_X86
-    if (hw)
+    if (cx_crc32c_hw())
         return crc_hw(crc, p, len);
 #endif
+    return cx_crc32c_portable(crc, p, len);
+}
+
+uint32_t cx_crc32c_portable(uint32_t crc, const void *p, size_t len)
+{
+    pthread_once(&table_once, build_table);
     const uint8_t *b = p;
     crc = ~crc;
     while (len >= 8) { /* slicing-by-8, byte loads only: no alignment or endianness issue */
