@@ -2,6 +2,7 @@
  * method, the same as every other peer here).
  *
  *   conflux_peer [--quick | --lat-n N --bw-bytes N --size N] [--bind] [--read]
+ *                [--sidecars=SOCKET_A,SOCKET_B --name=PEER]
  *
  * --bind: the source process on CPU 0, the sink on CPU 1 (what mpirun does for two ranks by
  * default, --bind-to core), so the two waiting threads never share a core.
@@ -198,17 +199,39 @@ int main(int argc, char **argv)
 {
     struct bench_opts o;
     int bind = 0;
+    const char *sidecars = NULL, *name = NULL;
     for (int i = 1; i < argc; i++) { /* ours, taken out; bench_parse knows the rest */
         int *flag = strcmp(argv[i], "--bind") == 0 ? &bind
                     : strcmp(argv[i], "--read") == 0 ? &g_read : NULL;
-        if (!flag)
+        const char **val = strncmp(argv[i], "--sidecars=", 11) == 0 ? &sidecars
+                           : strncmp(argv[i], "--name=", 7) == 0 ? &name : NULL;
+        if (!flag && !val)
             continue;
-        *flag = 1;
+        if (flag)
+            *flag = 1;
+        else
+            *val = strchr(argv[i], '=') + 1;
         memmove(argv + i, argv + i + 1, (size_t)(argc - i) * sizeof *argv);
         argc--, i--;
     }
     if (g_read)
         g_peer = "conflux-read";
+    if (name)
+        g_peer = name;
+    /* --sidecars=A,B: the source process goes through the sidecar at socket A, the sink's
+     * through B (two pods on one host); the library picks its backend at the first call */
+    char sock_b[256] = "";
+    if (sidecars) {
+        const char *comma = strchr(sidecars, ',');
+        if (!comma || (size_t)(comma - sidecars) >= sizeof sock_b) {
+            fprintf(stderr, "conflux_peer: --sidecars=SOCKET_A,SOCKET_B\n");
+            return 2;
+        }
+        snprintf(sock_b, sizeof sock_b, "%s", comma + 1);
+        char sock_a[256];
+        snprintf(sock_a, sizeof sock_a, "%.*s", (int)(comma - sidecars), sidecars);
+        setenv("CONFLUX_SOCKET", sock_a, 1);
+    }
     if (bench_parse(argc, argv, 1, &o) < 0)
         return 2;
     int p[2];
@@ -217,6 +240,8 @@ int main(int argc, char **argv)
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (sock_b[0])
+            setenv("CONFLUX_SOCKET", sock_b, 1);
         if (bind)
             bind_cpu(1);
         close(p[1]);

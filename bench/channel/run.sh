@@ -9,6 +9,8 @@
 #   conflux   Conflux event channels (conflux_peer.c: two typed reliable channels; the link the
 #             runtime chose, shared memory between two processes of one host, is recorded)
 #   conflux-read  the same, every handler reading every byte of its event (--read)
+#   conflux-sidecar-read(-tcp)  conflux-read with the source and the sink each through its
+#             own confluxd --role=sidecar (two pods on one host), sidecars linked over shm (tcp)
 # Method in bench_common.h. Every peer prints JSON lines
 #   {"peer":..,"size":..,"metric":"latency","latency_us":..}  (one-way: round trip / 2)
 #   {"peer":..,"size":..,"metric":"bandwidth","bandwidth_MBps":..}
@@ -111,9 +113,51 @@ run_peers() {
     echo "running conflux-read ..." >&2
     timeout "$tmo" "$b/conflux_peer" --bind --read "${opts[@]}" >>"$J" 2>"$tmp/conflux-read.log" ||
       { cat "$tmp/conflux-read.log" >&2; skip conflux-read "failed, see above"; }
+    # two pods' worth on one host: source and sink each through its own sidecar, handlers
+    # reading every byte; the sidecars link over shm, then over tcp (CONFLUX_CHAN_SHM=0)
+    for link in shm tcp; do
+      name=conflux-sidecar-read; [ $link = tcp ] && name=conflux-sidecar-read-tcp
+      echo "running $name ..." >&2
+      if sidecar_pair $link; then
+        CONFLUX_SPIN_US=$sidecar_spin timeout "$tmo" "$b/conflux_peer" --bind --read \
+          --sidecars="$tmp/sa.sock,$tmp/sb.sock" --name=$name "${opts[@]}" >>"$J" 2>"$tmp/$name.log" ||
+          { cat "$tmp/$name.log" >&2; skip $name "failed, see above"; }
+      else
+        skip $name "a sidecar did not start: $(cat "$tmp"/s?.err 2>/dev/null | head -3)"
+      fi
+      sidecar_pair_stop
+    done
   else
     skip conflux "not built (make -C bench/channel)"
   fi
+}
+
+# Two confluxd --role=sidecar (sockets $tmp/sa.sock and sb.sock), their channel runtimes
+# linked over shm or, with CONFLUX_CHAN_SHM=0, tcp. They and their applications spin
+# SIDECAR_SPIN_US (default 20, the library's): four spinning threads on two cores would
+# only take turns.
+sidecar_spin=${SIDECAR_SPIN_US:-20}
+confluxd="$here/../../dataplane/build/bin/confluxd"
+sc_pids=()
+sidecar_pair() {
+  local shm=1; [ "$1" = tcp ] && shm=0
+  [ -x "$confluxd" ] || make -s -C "$here/../../dataplane" -j2 bin >/dev/null
+  for s in a b; do
+    rm -f "$tmp/s$s.out"
+    CONFLUX_CHAN_SHM=$shm CONFLUX_SPIN_US=$sidecar_spin "$confluxd" --role=sidecar \
+      --socket="$tmp/s$s.sock" --no-http --listen=tcp://127.0.0.1:0 --quiet \
+      >"$tmp/s$s.out" 2>"$tmp/s$s.err" &
+    sc_pids+=($!); pids+=($!)
+  done
+  for _ in $(seq 100); do
+    grep -q listening "$tmp/sa.out" 2>/dev/null && grep -q listening "$tmp/sb.out" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+sidecar_pair_stop() {
+  for p in "${sc_pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  sc_pids=()
 }
 
 for r in $(seq "$runs"); do

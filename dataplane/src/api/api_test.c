@@ -86,7 +86,6 @@ CX_TEST(unrouted_calls_fail_cleanly_through_a_sidecar)
     CX_CHECK_STR(sc->chan_ctx_fabric(ctx), "");
     CX_CHECK(strstr(cx_errmsg(), "cx_chan_ctx_fabric is not available"));
     CX_CHECK_STR(sc->chan_ctx_fabric_addr(ctx), "");
-    CX_CHECK_EQ_INT(sc->chan_ctx_drive(ctx, 1000), -ENOTSUP);
     CX_CHECK_EQ_INT(cx_errcode(), ENOTSUP);
 }
 

@@ -934,6 +934,62 @@ void cx_sc_chan_source_close(struct cx_chan_source *sp)
 
 /* ---- sink events: one thread reads the events ring and runs the handlers ---- */
 
+/* cx_chan_ctx_drive through a sidecar: the handlers run on the event thread, so a thread
+ * that drives waits for that thread to have run one (it polls for the spin window, then
+ * sleeps on a condition variable the event thread signals only when somebody sleeps). */
+static struct {
+    _Atomic uint64_t handled;  /* handlers run so far */
+    _Atomic int sleepers;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} g_drive = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void handled_one(void)
+{
+    atomic_fetch_add(&g_drive.handled, 1);
+    if (atomic_load(&g_drive.sleepers)) {
+        pthread_mutex_lock(&g_drive.mu);
+        pthread_cond_broadcast(&g_drive.cv);
+        pthread_mutex_unlock(&g_drive.mu);
+    }
+}
+
+int cx_sc_chan_ctx_drive(struct cx_chan_ctx *ctx, long timeout_us)
+{
+    if (!ctx)
+        return cx_err_set(EINVAL, "cx_chan_ctx_drive: ctx is NULL");
+    if (g.ev && pthread_equal(pthread_self(), g.ev_thr))
+        return cx_err_set(EDEADLK, "cx_chan_ctx_drive from a sink handler");
+    uint64_t seen = atomic_load(&g_drive.handled), t0 = mono_ns(), spin = spin_ns();
+    uint64_t limit = timeout_us < 0 ? UINT64_MAX : (uint64_t)timeout_us * 1000u;
+    while (mono_ns() - t0 < spin && mono_ns() - t0 < limit) {
+        if (atomic_load(&g_drive.handled) != seen)
+            return 1;
+        cx_idle_spin_until(t0, spin);
+    }
+    pthread_mutex_lock(&g_drive.mu);
+    atomic_fetch_add(&g_drive.sleepers, 1);
+    int done = 0;
+    while (!(done = atomic_load(&g_drive.handled) != seen)) {
+        uint64_t now = mono_ns() - t0;
+        if (now >= limit)
+            break;
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        uint64_t wait = limit - now < 100000000u ? limit - now : 100000000u; /* re-check 10/s */
+        dl.tv_sec += (time_t)(wait / 1000000000u);
+        dl.tv_nsec += (long)(wait % 1000000000u);
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&g_drive.cv, &g_drive.mu, &dl);
+    }
+    atomic_fetch_sub(&g_drive.sleepers, 1);
+    pthread_mutex_unlock(&g_drive.mu);
+    return done;
+}
+
 static void on_event_rec(void *arg, uint32_t type, void *payload, size_t len)
 {
     (void)arg;
@@ -987,6 +1043,8 @@ static void on_event_rec(void *arg, uint32_t type, void *payload, size_t len)
             k->fn(k->arg, &ev);
     }
     pthread_mutex_unlock(&g.dispatch);
+    if (k)
+        handled_one();
 }
 
 static void *ev_main(void *arg)

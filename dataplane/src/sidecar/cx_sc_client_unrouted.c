@@ -48,10 +48,3 @@ const char *cx_sc_chan_ctx_fabric_addr(const struct cx_chan_ctx *ctx)
     unrouted("cx_chan_ctx_fabric_addr");
     return "";
 }
-
-
-int cx_sc_chan_ctx_drive(struct cx_chan_ctx *ctx, long timeout_us)
-{
-    (void)ctx, (void)timeout_us;
-    return unrouted("cx_chan_ctx_drive");
-}

@@ -9,6 +9,7 @@
 #include "sidecar/cx_sc_client.h"
 #include "sidecar/cx_sc_proto.h"
 #include "sidecar/sc_testutil.h"
+#include "testutil/proc_stat.h"
 
 #include <sys/resource.h>
 #include <sys/un.h>
@@ -19,39 +20,6 @@
 static char g_dir[64] = "/tmp/cxsc-idle-XXXXXX";
 static char g_sock[96], g_http[80];
 static struct proc g_sc;
-
-/* utime + stime of a process, in clock ticks; -1 when it cannot be read. */
-static long cpu_ticks(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *p = strrchr(buf, ')'); /* the command may hold spaces */
-    unsigned long ut, st;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-        return -1;
-    return (long)(ut + st);
-}
-
-static long rss_kb(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long kb = -1;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-            break;
-    fclose(f);
-    return kb;
-}
 
 static int idle_seconds(void)
 {
@@ -142,9 +110,9 @@ CX_TEST(setup)
 CX_TEST(an_idle_sidecar_uses_no_cpu)
 {
     usleep(300000); /* past its start */
-    long t0 = cpu_ticks(g_sc.pid);
+    long t0 = proc_cpu_ticks(g_sc.pid);
     sleep((unsigned)idle_seconds());
-    long t1 = cpu_ticks(g_sc.pid);
+    long t1 = proc_cpu_ticks(g_sc.pid);
     CX_CHECK(t0 >= 0 && t1 >= 0);
     fprintf(stderr, "  idle sidecar: %ld ticks in %d s\n", t1 - t0, idle_seconds());
     CX_CHECK(t1 - t0 <= 1); /* a busy loop would be ~100 ticks a second */
@@ -162,7 +130,7 @@ CX_TEST(thousands_of_idle_connections_cost_no_thread_and_no_cpu)
     CX_CHECK(fds != NULL);
     if (!fds)
         return;
-    long rss0 = rss_kb(g_sc.pid);
+    long rss0 = proc_rss_kb(g_sc.pid);
     uint64_t t0 = now_ns();
     long made = 0;
     for (; made < n; made++)
@@ -172,14 +140,14 @@ CX_TEST(thousands_of_idle_connections_cost_no_thread_and_no_cpu)
     CX_CHECK_EQ_INT(made, n);
     long held = connections();
     CX_CHECK_EQ_INT(held, made);
-    long rss = rss_kb(g_sc.pid);
+    long rss = proc_rss_kb(g_sc.pid);
     fprintf(stderr, "  %ld idle connections opened in %.2f s (file limit %lu); sidecar RSS %ld -> %ld kB\n",
             made, open_s, (unsigned long)rl.rlim_cur, rss0, rss);
     CX_CHECK(rss > 0 && rss < RSS_LIMIT_KB);
 
-    long c0 = cpu_ticks(g_sc.pid);
+    long c0 = proc_cpu_ticks(g_sc.pid);
     sleep((unsigned)idle_seconds());
-    long c1 = cpu_ticks(g_sc.pid);
+    long c1 = proc_cpu_ticks(g_sc.pid);
     fprintf(stderr, "  with them held: %ld ticks in %d s\n", c1 - c0, idle_seconds());
     CX_CHECK(c1 - c0 <= 1);
 

@@ -14,6 +14,7 @@
 #include "space/cx_space_server.h"
 #include "sidecar/sc_testutil.h" /* confluxd as a real process */
 #include "space/space_testutil.h"
+#include "testutil/proc_stat.h"
 #include "transport/cx_addr.h"
 
 #include <arpa/inet.h>
@@ -500,35 +501,11 @@ CX_TEST(garbage_bytes_are_refused)
     fprintf(stderr, "  case garbage: 3 peers refused, others served\n");
 }
 
-static int count_fds(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-    DIR *d = opendir(path);
-    int n = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    if (d)
-        closedir(d);
-    return n;
-}
-
 /* CPU seconds (user + system) a process used so far. */
 static double cpu_s(pid_t pid)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *p = strrchr(buf, ')'); /* fields after the command name */
-    unsigned long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-        return -1;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    long t = proc_cpu_ticks(pid);
+    return t < 0 ? -1 : (double)t / (double)sysconf(_SC_CLK_TCK);
 }
 
 /* A real confluxd whose fd limit is lowered to a few above what it uses: connections keep
@@ -546,7 +523,7 @@ CX_TEST(out_of_fds_in_accept_does_not_spin)
     char addr[96];
     word(sp.line, 1, addr, sizeof addr);
     CX_CHECK(strncmp(addr, "tcp://", 6) == 0);
-    int used = count_fds(sp.pid);
+    int used = proc_fd_count(sp.pid);
     struct rlimit low = {(rlim_t)used + 4, (rlim_t)used + 4};
     CX_CHECK_EQ_INT(prlimit(sp.pid, RLIMIT_NOFILE, &low, NULL), 0);
     fprintf(stderr, "  case out-of-fds: confluxd uses %d fds, its limit is now %d\n", used, used + 4);
