@@ -64,6 +64,12 @@ struct sc_src {
     _Atomic int err; /* a streamed submit the sidecar could not make (-errno), or 0 */
 };
 
+/* A writer this process created: its pi_writes stream through the events ring. */
+struct sc_wr {
+    int d;
+    int err; /* a streamed write the sidecar refused (-errno), or 0; under g.mu */
+};
+
 struct sc_snk {
     int64_t h;
     const struct cx_format *fmt;
@@ -77,6 +83,7 @@ static struct {
     pthread_mutex_t dispatch;  /* recursive: held while a sink handler runs */
     pthread_mutex_t sub;       /* the producer side of the events connection's ring 0 */
     int state;                 /* 0 unknown, 1 enabled, -1 disabled */
+    _Atomic int ev_gone;       /* the events connection ended: the sidecar went away */
     pid_t pid;
     char path[108];
     uint64_t session;
@@ -88,6 +95,8 @@ static struct {
     size_t nsinks;
     struct sc_src **srcs;
     size_t nsrcs;
+    struct sc_wr *wrs;  /* this process's writers: their pi_writes stream */
+    size_t nwrs, capwrs;
     uint64_t *tokens;
     size_t ntokens;
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER, .sub = PTHREAD_MUTEX_INITIALIZER};
@@ -125,7 +134,7 @@ static void after_fork_child(void)
         conn_free(g.ev);
     g.ev = NULL;
     g.nconns = 0;
-    g.nsinks = g.nsrcs = g.ntokens = 0;
+    g.nsinks = g.nsrcs = g.ntokens = g.nwrs = 0;
     g.pid = getpid();
     if (getrandom(&g.session, sizeof g.session, 0) != sizeof g.session)
         g.session ^= (uint64_t)g.pid << 32 | (uint64_t)time(NULL);
@@ -480,7 +489,114 @@ int cx_sc_pi_attach(const char *name, int s)
 int cx_sc_pi_create(const char *name, int s, int mode)
 {
     struct cx_sc_rep rep;
-    return simple(CX_SC_PI_CREATE, s, mode, name, &rep);
+    int d = simple(CX_SC_PI_CREATE, s, mode, name, &rep);
+    if (d < 0)
+        return d;
+    pthread_mutex_lock(&g.mu);
+    if (g.nwrs == g.capwrs) {
+        size_t cap = g.capwrs ? 2 * g.capwrs : 8;
+        struct sc_wr *n = realloc(g.wrs, cap * sizeof *n);
+        if (n) {
+            g.wrs = n;
+            g.capwrs = cap;
+        }
+    }
+    if (g.nwrs < g.capwrs) /* else its writes stay calls */
+        g.wrs[g.nwrs++] = (struct sc_wr){.d = d};
+    pthread_mutex_unlock(&g.mu);
+    return d;
+}
+
+static struct sc_wr *writer_of(int d)
+{
+    for (size_t i = 0; i < g.nwrs; i++)
+        if (g.wrs[i].d == d)
+            return &g.wrs[i];
+    return NULL;
+}
+
+/* Before a call on descriptor d: if it is a writer whose pi_writes stream, waits until the
+ * sidecar has run them, and takes the error one of them met (0 if none); forget: the
+ * writer is being closed. */
+static int writer_sync(int d, int forget)
+{
+    pthread_mutex_lock(&g.mu);
+    int known = writer_of(d) != NULL;
+    pthread_mutex_unlock(&g.mu);
+    if (!known)
+        return 0;
+    flush_submits();
+    pthread_mutex_lock(&g.mu);
+    struct sc_wr *w = writer_of(d);
+    int err = w ? w->err : 0;
+    if (w) {
+        w->err = 0;
+        if (forget)
+            *w = g.wrs[--g.nwrs];
+    }
+    pthread_mutex_unlock(&g.mu);
+    return err;
+}
+
+/* A streamed write the sidecar refused, from the event thread. */
+static void writer_failed(int64_t d, int rc)
+{
+    pthread_mutex_lock(&g.mu);
+    struct sc_wr *w = writer_of((int)d);
+    if (w && !w->err)
+        w->err = rc;
+    pthread_mutex_unlock(&g.mu);
+}
+
+#define WRITE_AHEAD (64u << 10)
+
+/* A pi_write streamed into the events ring (no reply): 1 when it went, 0 when it must be a
+ * call (not a writer of this process, no events connection, or too large for the ring),
+ * or a negative errno (an earlier streamed write's refusal). */
+static int write_stream(int d, const void *b, size_t len, size_t bytes, const struct cx_format *t)
+{
+    pthread_mutex_lock(&g.mu);
+    struct sc_wr *w = writer_of(d);
+    pthread_mutex_unlock(&g.mu);
+    int err;
+    if (!w)
+        return 0;
+    if (events_start() < 0 || sizeof(struct cx_sc_write) + bytes > cx_sc_ring_max(&g.ev->to_sc))
+        return 0;
+    struct cx_sc_write hdr = {.d = d, .len = (int64_t)len, .token = t ? cx_format_token(t) : 0};
+    /* at most WRITE_AHEAD bytes (or three segments, for large ones) that the sidecar has
+     * not written yet: a writer whose space is gone finds out within that, as an embedded
+     * writer does within its window */
+    uint64_t limit = WRITE_AHEAD > 3 * (sizeof hdr + bytes) ? WRITE_AHEAD : 3 * (sizeof hdr + bytes);
+    for (int spins = 0;; spins++) {
+        if (atomic_load(&g.ev_gone))
+            return cx_err_set(ECONNRESET, "sidecar at %s: connection lost", g.path);
+        pthread_mutex_lock(&g.mu);
+        err = (w = writer_of(d)) ? w->err : 0;
+        if (w)
+            w->err = 0;
+        pthread_mutex_unlock(&g.mu);
+        if (err < 0)
+            return cx_err_set(-err, "an earlier pi_write failed in the sidecar: %s", strerror(-err));
+        uint64_t ahead = cx_sc_ring_tail(&g.ev->to_sc) - cx_sc_ring_head(&g.ev->to_sc);
+        if (ahead + sizeof hdr + bytes <= limit) {
+            pthread_mutex_lock(&g.sub);
+            uint8_t *p = cx_sc_ring_claim(&g.ev->to_sc, CX_SC_REC_WRITE, sizeof hdr + bytes, &err);
+            if (p) {
+                memcpy(p, &hdr, sizeof hdr);
+                memcpy(p + sizeof hdr, b, bytes);
+                if (cx_sc_ring_commit(&g.ev->to_sc))
+                    send(g.ev->fd, "s", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+                pthread_mutex_unlock(&g.sub);
+                return 1;
+            }
+            pthread_mutex_unlock(&g.sub);
+            if (err != -EAGAIN)
+                return 0;
+        }
+        if (spins > 100)
+            usleep(50); /* the sidecar is writing; a write waits as embedded */
+    }
 }
 
 struct read_out {
@@ -528,6 +644,11 @@ long cx_sc_pi_write(int d, const void *b, size_t len, const struct cx_format *t)
     size_t bytes = t ? len * cx_format_size(t) : len;
     if (bytes && !b)
         return pi_err(cx_err_set(EINVAL, "pi_write: no buffer"));
+    int streamed = write_stream(d, b, len, bytes, t);
+    if (streamed < 0)
+        return pi_err(streamed);
+    if (streamed)
+        return (long)len;
     struct cx_sc_req q = {.op = CX_SC_PI_WRITE, .a = {d, (int64_t)len, t ? (int64_t)cx_format_token(t) : 0}};
     struct cx_sc_rep rep;
     struct bulk bk = {.fill = fill_copy, .fill_arg = (void *)b, .len = bytes};
@@ -537,30 +658,47 @@ long cx_sc_pi_write(int d, const void *b, size_t len, const struct cx_format *t)
 
 int cx_sc_pi_close(int d)
 {
+    int werr = writer_sync(d, 1); /* the handle is released all the same */
     struct cx_sc_rep rep;
-    return simple(CX_SC_PI_CLOSE, d, 0, NULL, &rep);
+    int rc = simple(CX_SC_PI_CLOSE, d, 0, NULL, &rep);
+    if (werr < 0)
+        return pi_err(cx_err_set(-werr, "an earlier pi_write failed in the sidecar: %s", strerror(-werr)));
+    return rc;
 }
 
 int cx_sc_pi_abandon(int d)
 {
+    int werr = writer_sync(d, 1); /* the handle is released all the same */
     struct cx_sc_rep rep;
-    return simple(CX_SC_PI_ABANDON, d, 0, NULL, &rep);
+    int rc = simple(CX_SC_PI_ABANDON, d, 0, NULL, &rep);
+    if (werr < 0)
+        return pi_err(cx_err_set(-werr, "an earlier pi_write failed in the sidecar: %s", strerror(-werr)));
+    return rc;
 }
 
 int cx_sc_pi_detach(int d)
 {
+    int werr = writer_sync(d, 1);
+    if (werr < 0)
+        return pi_err(cx_err_set(-werr, "an earlier pi_write failed in the sidecar: %s", strerror(-werr)));
     struct cx_sc_rep rep;
     return simple(CX_SC_PI_DETACH, d, 0, NULL, &rep);
 }
 
 int cx_sc_pi_seek(int d, uint64_t seg)
 {
+    int werr = writer_sync(d, 0);
+    if (werr < 0)
+        return pi_err(cx_err_set(-werr, "an earlier pi_write failed in the sidecar: %s", strerror(-werr)));
     struct cx_sc_rep rep;
     return simple(CX_SC_PI_SEEK, d, (int64_t)seg, NULL, &rep);
 }
 
 int64_t cx_sc_pi_tell(int d)
 {
+    int werr = writer_sync(d, 0);
+    if (werr < 0)
+        return pi_err(cx_err_set(-werr, "an earlier pi_write failed in the sidecar: %s", strerror(-werr)));
     struct cx_sc_rep rep;
     if (simple(CX_SC_PI_TELL, d, 0, NULL, &rep) < 0)
         return -1;
@@ -593,6 +731,7 @@ static void take_copy(void *arg, const void *src, size_t len)
 
 int cx_sc_pi_writer_stats(int d, struct pi_writer_stats *out)
 {
+    writer_sync(d, 0);
     if (!out) {
         errno = EINVAL;
         return -1;
@@ -617,6 +756,7 @@ static int string_out(const struct cx_sc_rep *rep, char *out, size_t cap)
 
 int cx_sc_pi_link(int d, char *out, size_t cap)
 {
+    writer_sync(d, 0);
     struct cx_sc_rep rep;
     int rc = simple(CX_SC_PI_LINK, d, 0, NULL, &rep);
     if (rc < 0)
@@ -996,6 +1136,13 @@ static void on_event_rec(void *arg, uint32_t type, void *payload, size_t len)
     static __thread uint8_t *buf;
     static __thread size_t cap;
     struct cx_sc_event h;
+    if (type == CX_SC_REC_WRITE_ERR && len == sizeof(struct cx_sc_submit_err)) {
+        struct cx_sc_submit_err e;
+        memcpy(&e, payload, sizeof e);
+        if (e.rc < 0 && e.rc > -4096)
+            writer_failed(e.source, (int)e.rc);
+        return;
+    }
     if (type == CX_SC_REC_SUBMIT_ERR && len == sizeof(struct cx_sc_submit_err)) {
         struct cx_sc_submit_err e;
         memcpy(&e, payload, sizeof e);
@@ -1063,6 +1210,7 @@ static void *ev_main(void *arg)
         if (r == 0 || (r < 0 && errno != EINTR))
             break; /* the sidecar went away */
     }
+    atomic_store(&g.ev_gone, 1);
     return NULL;
 }
 

@@ -324,6 +324,29 @@ static int submit_decoded(struct cx_sidecar *sc, const struct sc_handle *h, void
     return rc;
 }
 
+/* One segment for writer `id`: len as pi_write's (records when typed), the format token
+ * (0: raw), blen bytes at data. A call's PI_WRITE and a streamed one both come here. The
+ * length written, or a negative errno. */
+static long write_segment(struct sc_conn *c, int64_t id, int64_t len, uint64_t token, const void *data,
+                          size_t blen)
+{
+    struct sc_handle h;
+    const struct cx_format *f = NULL;
+    int rc;
+    if ((rc = h_get(c, id, H_WRITER, &h)) < 0 || (rc = format_of(token, &f)) < 0)
+        return rc;
+    if (len < 0 || (uint64_t)len > blen || blen != (f ? (size_t)len * cx_format_size(f) : (size_t)len))
+        return cx_err_set(EPROTO, "segment of %zu bytes for a length of %lld", blen, (long long)len);
+    if (f && (rc = publish_format(h.space, f)) < 0)
+        return rc;
+    errno = 0;
+    long n = pi_write(h.d, data ? data : "", (size_t)len, f);
+    if (n < 0)
+        return pi_rc(n);
+    h_count(c->sc, id, 1, blen);
+    return n;
+}
+
 /* ---- the calls ---- */
 
 static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, size_t blen,
@@ -390,17 +413,8 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
         return (int)(rep->rc = id);
     }
     case CX_SC_PI_WRITE:
-        if ((rc = h_get(c, q->a[0], H_WRITER, &h)) < 0 || (rc = format_of((uint64_t)q->a[2], &f)) < 0)
-            return rc;
-        if (q->a[1] < 0 || (uint64_t)q->a[1] > blen ||
-            blen != (f ? (size_t)q->a[1] * cx_format_size(f) : (size_t)q->a[1]))
-            return cx_err_set(EPROTO, "segment of %zu bytes for a length of %lld", blen, (long long)q->a[1]);
-        if (f && (rc = publish_format(h.space, f)) < 0)
-            return rc;
-        errno = 0;
-        if ((n = pi_write(h.d, bulk ? bulk : "", (size_t)q->a[1], f)) < 0)
-            return pi_rc(n);
-        h_count(sc, q->a[0], 1, blen);
+        if ((n = write_segment(c, q->a[0], q->a[1], (uint64_t)q->a[2], bulk, blen)) < 0)
+            return (int)n;
         return (int)(rep->rc = n);
     case CX_SC_PI_READ: {
         if ((rc = h_get(c, q->a[0], H_READER, &h)) < 0 || (rc = format_of((uint64_t)q->a[2], &f)) < 0)
@@ -668,13 +682,13 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
 }
 
 /* Tells the application a streamed submit failed (its source's next call returns rc). */
-static void report_submit_error(struct sc_conn *c, int64_t source, int rc)
+static void report_stream_error(struct sc_conn *c, uint32_t type, int64_t handle, int rc)
 {
     struct sc_session *s = c->sess;
-    struct cx_sc_submit_err e = {.source = source, .rc = rc};
+    struct cx_sc_submit_err e = {.source = handle, .rc = rc};
     pthread_mutex_lock(&s->ev_mu);
     struct sc_conn *ev = s->ev;
-    void *p = ev ? cx_sc_ring_claim(&ev->out, CX_SC_REC_SUBMIT_ERR, sizeof e, NULL) : NULL;
+    void *p = ev ? cx_sc_ring_claim(&ev->out, type, sizeof e, NULL) : NULL;
     if (p) {
         memcpy(p, &e, sizeof e);
         if (cx_sc_ring_commit(&ev->out))
@@ -682,7 +696,7 @@ static void report_submit_error(struct sc_conn *c, int64_t source, int rc)
     }
     pthread_mutex_unlock(&s->ev_mu);
     if (!p)
-        cx_sc_log("warn", "a streamed submit failed and the application's ring is full",
+        cx_sc_log("warn", "a streamed call failed and the application's ring is full",
                   "\"error\":%d", rc);
 }
 
@@ -718,7 +732,7 @@ void cx__sc_submit_async(struct sc_conn *c, const void *rec, size_t len)
     if (copy && copy != priv)
         free(copy);
     if (rc < 0)
-        report_submit_error(c, id, rc);
+        report_stream_error(c, CX_SC_REC_SUBMIT_ERR, id, rc);
     cx__sc_op_account(sc, CX_SC_SUBMIT, cx__sc_now_ns() - t0, rc < 0);
 }
 
@@ -731,4 +745,39 @@ void cx__sc_handle(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
         rep->bulk = 0;
         set_str(rep, cx_errmsg()[0] ? cx_errmsg() : strerror(-rc));
     }
+}
+
+/* The first failed streamed write of this session's writer `id` (0 if none); rc < 0 marks
+ * one. */
+static int stream_failed(struct sc_conn *c, int64_t id, int rc)
+{
+    struct cx_sidecar *sc = c->sc;
+    int was = 0;
+    pthread_mutex_lock(&sc->mu);
+    if (id >= 1 && (size_t)id <= sc->nh && sc->h[id - 1].kind == H_WRITER &&
+        sc->h[id - 1].session == c->sess->id) {
+        was = sc->h[id - 1].stream_err;
+        if (rc < 0 && !was)
+            sc->h[id - 1].stream_err = rc;
+    }
+    pthread_mutex_unlock(&sc->mu);
+    return was;
+}
+
+void cx__sc_write_async(struct sc_conn *c, const void *rec, size_t len)
+{
+    struct cx_sc_write w;
+    if (len < sizeof w)
+        return;
+    memcpy(&w, rec, sizeof w);
+    uint64_t t0 = cx__sc_now_ns();
+    cx_err_clear();
+    /* after a failure the writes the application streamed behind it are not written: the
+     * application learns of the failure at its next call and reopens with PI_APPEND */
+    long n = stream_failed(c, w.d, 0);
+    if (n == 0)
+        n = write_segment(c, w.d, w.len, w.token, (const uint8_t *)rec + sizeof w, len - sizeof w);
+    if (n < 0 && stream_failed(c, w.d, (int)n) == 0)
+        report_stream_error(c, CX_SC_REC_WRITE_ERR, w.d, (int)n);
+    cx__sc_op_account(c->sc, CX_SC_PI_WRITE, cx__sc_now_ns() - t0, n < 0);
 }

@@ -90,7 +90,24 @@ extern const char *const cx_sc_op_names[CX_SC_OP_MAX];
  * message when it waits, and waits for the ring to drain before closing a source or a
  * channel), SUBMIT_ERR (ring 1 of the events connection: struct cx_sc_submit_err, a
  * streamed submit the sidecar could not make; the source's next call returns it). */
-enum cx_sc_rec { CX_SC_REC_DATA = 1, CX_SC_REC_EVENT = 2, CX_SC_REC_SUBMIT = 3, CX_SC_REC_SUBMIT_ERR = 4 };
+enum cx_sc_rec {
+    CX_SC_REC_DATA = 1,
+    CX_SC_REC_EVENT = 2,
+    CX_SC_REC_SUBMIT = 3,
+    CX_SC_REC_SUBMIT_ERR = 4,
+    CX_SC_REC_WRITE = 5,     /* ring 0, events connection: struct cx_sc_write, then the segment */
+    CX_SC_REC_WRITE_ERR = 6, /* ring 1: struct cx_sc_submit_err for a streamed pi_write */
+};
+
+/* A pi_write streamed like a submit (no reply): the writer's descriptor, the length as
+ * pi_write's (records when typed) and the format token (0: raw). The sidecar writes it in
+ * order with the submits; a failure comes back as CX_SC_REC_WRITE_ERR and the writer's next
+ * call returns it (as the embedded library reports a refused segment). */
+struct cx_sc_write {
+    int64_t d;
+    int64_t len;
+    uint64_t token;
+};
 
 struct cx_sc_submit_err {
     int64_t source; /* the sidecar's source handle */

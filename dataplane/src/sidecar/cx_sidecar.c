@@ -209,6 +209,8 @@ static void on_submit_rec(void *arg, uint32_t type, void *p, size_t len)
 {
     if (type == CX_SC_REC_SUBMIT)
         cx__sc_submit_async(arg, p, len);
+    else if (type == CX_SC_REC_WRITE)
+        cx__sc_write_async(arg, p, len);
 }
 
 /* Reads what woke the connection: wake-up bytes (dropped) or the end. 0, or -ECONNRESET. */
@@ -328,8 +330,14 @@ int cx__sc_conn_serve(struct sc_conn *c)
 {
     if (!c->hello_done)
         return hello_step(c, &tl_msg.q) && (!c->hello_done || cx__sc_conn_serve(c));
-    if (drain_socket(c) < 0)
+    if (drain_socket(c) < 0) {
+        /* the application or the sidecar's stop ended it: what the application streamed
+         * before (submits, pi_writes it was told were made) is still run */
+        if (c->kind == CX_SC_CONN_EVENTS)
+            while (cx_sc_ring_read(&c->in, on_submit_rec, c, 256)) {
+            }
         return 0;
+    }
     if (c->kind == CX_SC_CONN_EVENTS)
         return events_step(c);
     return calls_step(c, &tl_msg.q, &tl_msg.rep);

@@ -37,6 +37,8 @@ struct sc_handle {
     struct sc_sink *sink;
     int64_t parent;               /* sources and sinks: their channel's handle */
     int reliable;                 /* sources: of a reliable channel (streamed submits wait) */
+    int stream_err;               /* writers: a streamed write failed (-errno); later ones are
+                                   * refused without writing, so a failed writer leaves no gap */
     uint64_t segments, bytes;     /* pipes: moved through this handle */
 };
 
@@ -110,6 +112,8 @@ struct cx_sidecar {
 /* cx_sc_ops.c: runs one request (ring payload in bulk/blen), fills rep. */
 void cx__sc_handle(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, size_t blen,
                    struct cx_sc_rep *rep);
+/* Runs one CX_SC_REC_WRITE record of an events connection (a streamed pi_write). */
+void cx__sc_write_async(struct sc_conn *c, const void *rec, size_t len);
 /* Runs one CX_SC_REC_SUBMIT record of an events connection. */
 void cx__sc_submit_async(struct sc_conn *c, const void *rec, size_t len);
 /* Closes everything session `id` left open (called with no lock held). */
