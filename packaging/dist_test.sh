@@ -126,4 +126,26 @@ GO
 deps=$(ldd "$tmp/goapp/app")
 [[ $deps == *"libconflux.so.$SOMAJOR => $root/usr/lib/"* ]] || fail "the Go program does not load $root: $deps"
 "$tmp/goapp/app" "$VERSION" || fail "the Go program failed"
-echo "dist_test: passed (C, Python and Go against the packages in $root)"
+
+# the images' OCI archives (make dist-images): the converter over an archive laid out as
+# `docker save` writes it (one layer holding one file), then the result checked
+/usr/bin/python3 - "$tmp/saved.tar" <<'PY'
+import hashlib, io, json, sys, tarfile
+def add(t, name, data):
+    i = tarfile.TarInfo(name); i.size = len(data); t.addfile(i, io.BytesIO(data))
+layer = io.BytesIO()
+with tarfile.open(fileobj=layer, mode="w") as l:
+    add(l, "usr/bin/hello", b"hello\n")
+layer = layer.getvalue()
+config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers",
+                     "diff_ids": ["sha256:" + hashlib.sha256(layer).hexdigest()]}}).encode()
+with tarfile.open(sys.argv[1], "w") as t:
+    add(t, "abc/layer.tar", layer)
+    add(t, "cfg.json", config)
+    add(t, "manifest.json", json.dumps([{"Config": "cfg.json", "RepoTags": ["conflux/x:1"],
+                                         "Layers": ["abc/layer.tar"]}]).encode())
+PY
+"$ROOT/packaging/oci_archive.py" convert "$tmp/saved.tar" "$tmp/x.oci.tar" "conflux/x:$VERSION"
+[ "$("$ROOT/packaging/oci_archive.py" check "$tmp/x.oci.tar")" = "oci_archive: $tmp/x.oci.tar: conflux/x:$VERSION" ] ||
+  fail "the OCI archive does not check"
+echo "dist_test: passed (C, Python and Go against the packages in $root; an OCI archive)"
