@@ -30,8 +30,9 @@ shlibdeps() {
   local pkg=$1; shift
   mkdir -p "$work/src/debian"
   printf 'Source: conflux\n\nPackage: %s\nArchitecture: any\n' "$pkg" > "$work/src/debian/control"
-  (cd "$work/src" && dpkg-shlibdeps -O -x"$lib" -l"$work/$lib/usr/lib" "$@" 2>/dev/null) |
-    sed -n 's/^shlibs:Depends=//p'
+  (cd "$work/src" && dpkg-shlibdeps -O -x"$lib" -l"$work/$lib/usr/lib" "$@" 2> "$work/shlibdeps.log") |
+    sed -n 's/^shlibs:Depends=//p' ||
+    die "dpkg-shlibdeps $pkg: $(cat "$work/shlibdeps.log")"
 }
 
 # control PKG DEPENDS DESCRIPTION...: DEBIAN/control, then the .deb
@@ -51,10 +52,15 @@ control() {
     printf 'Description: %s\n' "$1"; shift
     for l in "$@"; do echo " $l"; done
   } > "$work/$pkg/DEBIAN/control"
+  (cd "$work/$pkg" && find usr -type f -print0 | sort -z | xargs -0 md5sum) > "$work/$pkg/DEBIAN/md5sums"
   dpkg-deb --root-owner-group -Zxz --build "$work/$pkg" "$DIST/${pkg}_${VERSION}_$arch.deb" >/dev/null
   echo "packaging: $DIST/${pkg}_${VERSION}_$arch.deb (Depends: ${depends:-none})"
 }
 
+# the shared library's package: what a package linking it depends on, and ldconfig run
+mkdir -p "$work/$lib/DEBIAN"
+echo "libconflux $SOMAJOR $lib (>= $VERSION)" > "$work/$lib/DEBIAN/shlibs"
+echo "activate-noawait ldconfig" > "$work/$lib/DEBIAN/triggers"
 libdeps=$(shlibdeps "$lib" "$work/$lib/usr/lib/libconflux.so.$VERSION")
 [ -n "$libdeps" ] || die "dpkg-shlibdeps found no dependencies of libconflux"
 control "$lib" "$libdeps" "Conflux SDK: the shared library" \
