@@ -79,13 +79,26 @@ images: ## Build the conflux/operator and conflux/confluxd images locally, FROM 
 load-images: ## Build the images and load them into the kind cluster NAME (for a helm install by hand)
 	hack/build-images.sh --load $(NAME)
 
+##@ Packages
+
+.PHONY: dist
+dist: ## Debian packages (libconflux0, libconflux-dev, confluxd), the Python wheel and the Helm chart in dist/ (docs/install.md)
+	$(MAKE) -C sdk lib
+	packaging/deb.sh
+	packaging/wheel.sh
+	packaging/chart.sh
+
+.PHONY: dist-images
+dist-images: ## The images `make images` built, saved as OCI archives in dist/ (builds nothing)
+	packaging/images.sh
+
 ##@ Test
 
 .PHONY: test
 test: test-fast test-e2e test-bench ## Run every suite: C, Go (unit + envtest), fuzz smoke, e2e on kind, the benchmarks' smoke run
 
 .PHONY: test-fast
-test-fast: test-dataplane test-sdk test-docs test-demo test-wan test-fuzz test-operator test-bench-report ## Every suite but e2e
+test-fast: test-dataplane test-sdk test-dist test-docs test-demo test-wan test-fuzz test-operator test-bench-report ## Every suite but e2e
 
 .PHONY: test-dataplane
 test-dataplane: ## C unit and conformance tests of the data plane
@@ -99,6 +112,11 @@ test-sdk: ## The SDK: C header test, Python (pytest) and Go (go test) bindings, 
 test-docs: ## The docs: README sizes, links, and every tagged example built, run and compared (docs/README.md)
 	$(MAKE) -C sdk lib
 	docs/check-examples.sh
+
+.PHONY: test-dist
+test-dist: ## make dist into a temporary folder, the packages extracted into a fresh root, a C, a Python and a Go program built and run against it only
+	$(MAKE) -C sdk lib
+	packaging/dist_test.sh
 
 .PHONY: test-wan
 test-wan: ## conflux-wanem (hack/wan): the delay line's delay, loss share and order, and its tun device

@@ -24,6 +24,8 @@ APT_PACKAGES=(
   etcd-server debootstrap containerd runc containernetworking-plugins conntrack
   # Python bindings and tests
   python3-pytest python3-cffi python3-numpy
+  # make dist: the Python wheel, built offline (packaging/wheel.sh); dpkg-shlibdeps
+  python3-pip python3-setuptools python3-wheel dpkg-dev
   # docs/check-examples.sh: manifests checked against the CRDs
   python3-yaml
   # bench/report: the plots

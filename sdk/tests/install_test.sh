@@ -49,75 +49,11 @@ fi
 echo "install_test: $(wc -l < "$tmp/got") exports, exactly the table's and the installed headers' calls"
 
 # a program built with pkg-config only
-cat > "$tmp/app.c" <<'C'
-#define _POSIX_C_SOURCE 200809L
-#include <conflux.h>
-
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <time.h>
-
-struct ev { double energy; int32_t step; };
-static atomic_int seen, sum;
-static void on_event(void *arg, const struct cx_chan_event *e)
-{
-    (void)arg;
-    atomic_fetch_add(&sum, ((const struct ev *)e->data)->step);
-    atomic_fetch_add(&seen, 1);
-}
-
-int main(void)
-{
-    if (strcmp(conflux_version(), CONFLUX_VERSION_STRING) != 0) {
-        fprintf(stderr, "library %s, header %s\n", conflux_version(), CONFLUX_VERSION_STRING);
-        return 1;
-    }
-    const struct cx_format *f;
-    struct cx_chan_ctx *ctx;
-    struct cx_chan *ch;
-    struct cx_chan_sink *k;
-    struct cx_chan_source *s;
-    struct cx_chan_ctx_opts co = {.listen = "tcp://127.0.0.1:0"};
-    struct cx_chan_opts o = {.mode = CX_CHAN_RELIABLE};
-    struct cx_chan_sink_opts so = {0};
-    int rc = conflux_format_json("{\"name\":\"ev\",\"fields\":[{\"name\":\"energy\",\"type\":\"double\"},"
-                                 "{\"name\":\"step\",\"type\":\"int32\"}]}", &f);
-    o.format = so.format = f;
-    if (rc == 0)
-        rc = cx_chan_ctx_create(&co, &ctx);
-    if (rc < 0) {
-        fprintf(stderr, "setup: %s\n", cx_errmsg());
-        return 1;
-    }
-    rc = cx_chan_create(ctx, &o, &ch);
-    if (rc == 0)
-        rc = cx_chan_sink(ch, &so, on_event, NULL, &k);
-    if (rc == 0)
-        rc = cx_chan_source(ch, f, &s);
-    for (int i = 0; rc == 0 && i < 100; i++) {
-        struct ev e = {.energy = i, .step = i};
-        rc = cx_chan_submit_wait(s, &e, 5000);
-    }
-    for (int t = 0; rc == 0 && t < 1000 && atomic_load(&seen) < 100; t++)
-        nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
-    if (rc < 0)
-        fprintf(stderr, "channel: %s\n", cx_errmsg());
-    cx_chan_ctx_destroy(ctx);
-    if (rc < 0 || atomic_load(&seen) != 100 || atomic_load(&sum) != 99 * 100 / 2) {
-        fprintf(stderr, "delivered %d of 100 events, steps summing to %d\n", atomic_load(&seen),
-                atomic_load(&sum));
-        return 1;
-    }
-    printf("app: library %s, 100 events delivered\n", conflux_version());
-    return 0;
-}
-C
 export PKG_CONFIG_PATH=$lib/pkgconfig
 unset PKG_CONFIG_LIBDIR CPATH C_INCLUDE_PATH LIBRARY_PATH
 [ "$(pkg-config --modversion conflux)" = "$version" ] || fail "pkg-config --modversion"
 # shellcheck disable=SC2046
-"$cc" -std=c11 -pedantic -Wall -Wextra -Werror -o "$tmp/app" "$tmp/app.c" \
+"$cc" -std=c11 -pedantic -Wall -Wextra -Werror -o "$tmp/app" "$here/install_app.c" \
   $(pkg-config --cflags --libs conflux) -pthread || fail "the pkg-config build failed"
 deps=$(ldd "$tmp/app")
 [[ $deps == *"libconflux.so.$major => $lib/"* ]] || fail "the program does not load $lib: $deps"

@@ -10,7 +10,8 @@ The declarations of the pipe and channel calls are generated from the table of t
 
 The library is the file named by the environment variable CONFLUX_LIB, else
 sdk/build/lib/libconflux.so.0 in this repository, else the installed SDK's that pkg-config
-finds (conflux.pc); any of them in either mode (sdk/README.md, "Mode").
+finds (conflux.pc), else the soname libconflux.so.0 as the dynamic loader finds it (the
+Debian package libconflux0); any of them in either mode (sdk/README.md, "Mode").
 """
 import os
 import subprocess
@@ -120,14 +121,17 @@ def _pkg_config_libdir():
 
 def default_path():
     """The SDK's libconflux of the repository this package sits in (sdk/build/lib), else
-    that of an installed SDK found by pkg-config. Either works in both modes: through the
-    sidecar when CONFLUX_SOCKET is set, else embedded."""
+    that of an installed SDK found by pkg-config, else the soname for the dynamic loader's
+    search (ld.so.cache, LD_LIBRARY_PATH). Each works in both modes: through the sidecar
+    when CONFLUX_SOCKET is set, else embedded."""
     here = os.path.dirname(os.path.abspath(__file__))
     tree = os.path.normpath(os.path.join(here, "..", "..", "build", "lib", "libconflux.so.0"))
     if os.path.exists(tree):
         return tree
     libdir = _pkg_config_libdir()
-    return os.path.join(libdir, "libconflux.so.0") if libdir else tree
+    if libdir and os.path.exists(os.path.join(libdir, "libconflux.so.0")):
+        return os.path.join(libdir, "libconflux.so.0")
+    return "libconflux.so.0"
 
 
 def _open():
