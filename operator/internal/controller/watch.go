@@ -91,10 +91,15 @@ func requestsFor(ctx context.Context, c client.Reader, list client.ObjectList, o
 }
 
 // specChanged passes creations, deletions and updates that change the spec (generation),
-// labels or annotations, but not status-only updates: a reconciler's own status patch
-// does not queue its object again.
+// labels, annotations or start the deletion, but not status-only updates: a reconciler's
+// own status patch does not queue its object again.
 var specChanged = predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
-	predicate.AnnotationChangedPredicate{})
+	predicate.AnnotationChangedPredicate{}, deletionStarted)
+
+// deletionStarted passes the update that sets the deletion timestamp.
+var deletionStarted = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+}}
 
 // existenceChanged passes creations and deletions only.
 var existenceChanged = predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -66,6 +67,7 @@ func TestScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctrl.SetLogger(logr.Discard()) // conflicts at this size are expected and retried
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, conflux.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -89,6 +91,9 @@ func TestScale(t *testing.T) {
 	// the manager as main runs it
 	mcfg := rest.CopyConfig(cfg)
 	mcfg.QPS, mcfg.Burst = controller.DefaultAPIQPS, controller.DefaultAPIBurst
+	if q, err := envInt("SCALE_QPS", 0); err == nil && q > 0 { // to explore other limits
+		mcfg.QPS, mcfg.Burst = float32(q), 2*q
+	}
 	counter := countWrites(mcfg)
 	mgr, err := ctrl.NewManager(mcfg, ctrl.Options{Scheme: scheme, Cache: controller.CacheOptions(),
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
@@ -188,6 +193,23 @@ func newWorkflow(i int) *conflux.Workflow {
 // createAll creates, for each i, the Space, its four Channels and the Workflow.
 func createAll(t *testing.T, k client.Client, n int) {
 	t.Helper()
+	inParallel(t, n, func(i int) error {
+		objs := []client.Object{newSpace(i)}
+		for j := range 4 {
+			objs = append(objs, newChannel(i, j))
+		}
+		for _, o := range append(objs, newWorkflow(i)) {
+			if err := k.Create(context.Background(), o); err != nil {
+				return fmt.Errorf("creating %s: %w", o.GetName(), err)
+			}
+		}
+		return nil
+	})
+}
+
+// inParallel runs job(0..n-1) on the creators' goroutines; the first error fails the test.
+func inParallel(t *testing.T, n int, job func(i int) error) {
+	t.Helper()
 	jobs := make(chan int)
 	errs := make(chan error, creators)
 	var wg sync.WaitGroup
@@ -196,15 +218,11 @@ func createAll(t *testing.T, k client.Client, n int) {
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				objs := []client.Object{newSpace(i)}
-				for j := range 4 {
-					objs = append(objs, newChannel(i, j))
-				}
-				for _, o := range append(objs, newWorkflow(i)) {
-					if err := k.Create(context.Background(), o); err != nil {
-						errs <- fmt.Errorf("creating %s: %w", o.GetName(), err)
-						return
+				if err := job(i); err != nil {
+					errs <- err
+					for range jobs { // drain
 					}
+					return
 				}
 			}
 		}()
@@ -253,13 +271,29 @@ func converged(ctx context.Context, k client.Client, n int) (bool, string) {
 		fmt.Sprintf("%d/%d spaces, %d/%d channels, %d/%d workflows", spaces, n, channels, 4*n, workflows, n)
 }
 
+// deleteAll deletes every Workflow, Channel and Space, one request each from the creators
+// (the API server's deletecollection works through a collection one object at a time).
 func deleteAll(t *testing.T, ctx context.Context, k client.Client) {
 	t.Helper()
-	for _, o := range []client.Object{&conflux.Workflow{}, &conflux.Channel{}, &conflux.Space{}} {
-		if err := k.DeleteAllOf(ctx, o, client.InNamespace(namespace)); err != nil {
+	var objs []client.Object
+	var wf conflux.WorkflowList
+	var ch conflux.ChannelList
+	var sp conflux.SpaceList
+	for _, l := range []client.ObjectList{&wf, &ch, &sp} {
+		if err := k.List(ctx, l, client.InNamespace(namespace)); err != nil {
 			t.Fatal(err)
 		}
 	}
+	for i := range wf.Items {
+		objs = append(objs, &wf.Items[i])
+	}
+	for i := range ch.Items {
+		objs = append(objs, &ch.Items[i])
+	}
+	for i := range sp.Items {
+		objs = append(objs, &sp.Items[i])
+	}
+	inParallel(t, len(objs), func(i int) error { return client.IgnoreNotFound(k.Delete(ctx, objs[i])) })
 }
 
 func deleted(ctx context.Context, k client.Client) (bool, string) {
@@ -281,6 +315,9 @@ func waitFor(t *testing.T, what string, limit time.Duration, ok func() (bool, st
 		done, state := ok()
 		if done {
 			return
+		}
+		if os.Getenv("SCALE_VERBOSE") != "" {
+			t.Logf("%s: %s", what, state)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no %s after %s: %s", what, limit, state)
