@@ -47,6 +47,8 @@ type channelScope struct {
 	// space server: wraps spaceclient.ErrStatsUnsupported).
 	statsErr error
 	err      error
+	// released: the finalizer is gone, so is the object; no status to write.
+	released bool
 }
 
 // +kubebuilder:rbac:groups=conflux.dev,resources=channels,verbs=get;list;watch;update;patch
@@ -69,6 +71,9 @@ func (r *ChannelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 	base := ch.DeepCopy()
 	s := &channelScope{channel: ch}
 	defer func() {
+		if s.released {
+			return
+		}
 		s.err = retErr
 		updateChannelStatus(s)
 		if err := patchStatus(ctx, r.Client, ch, base); err != nil {
@@ -200,6 +205,7 @@ func (r *ChannelReconciler) reconcileDelete(ctx context.Context, s *channelScope
 			return err
 		}
 	}
+	s.released = true
 	return nil
 }
 

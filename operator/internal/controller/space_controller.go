@@ -52,6 +52,8 @@ type spaceScope struct {
 	// the edge's view of the Space (Exposed condition)
 	edgeOn, edgeBuilt, exposed bool
 	exposureHolder             string
+	// released: the finalizer is gone, so is the object; no status to write.
+	released bool
 }
 
 // +kubebuilder:rbac:groups=conflux.dev,resources=spaces,verbs=get;list;watch;update;patch
@@ -75,6 +77,9 @@ func (r *SpaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res 
 		s.exposed, s.exposureHolder, s.edgeBuilt = r.Edge.Exposure(space.Namespace, space.Name)
 	}
 	defer func() {
+		if s.released {
+			return
+		}
 		s.err = retErr
 		updateSpaceStatus(s)
 		if err := patchStatus(ctx, r.Client, space, base); err != nil {
@@ -122,6 +127,7 @@ func (r *SpaceReconciler) reconcileDelete(ctx context.Context, s *spaceScope) (c
 			return ctrl.Result{}, err
 		}
 	}
+	s.released = true
 	return ctrl.Result{}, nil
 }
 

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -18,19 +20,56 @@ import (
 type writeCounter struct {
 	writes, all atomic.Int64
 	next        http.RoundTripper
+	mu          sync.Mutex
+	byKind      map[string]int // "PATCH channels/status": writes
 }
 
 func (w *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	w.all.Add(1)
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
 		w.writes.Add(1)
+		w.mu.Lock()
+		w.byKind[req.Method+" "+resourceOf(req.URL.Path)]++
+		w.mu.Unlock()
 	}
 	return w.next.RoundTrip(req)
 }
 
+// resourceOf is the resource (and subresource) of an API path:
+// .../namespaces/NS/RESOURCE[/NAME[/SUB]].
+func resourceOf(path string) string {
+	p := strings.Split(strings.Trim(path, "/"), "/")
+	for i := 0; i+2 < len(p); i++ {
+		if p[i] == "namespaces" {
+			r := p[i+2]
+			if i+4 < len(p) {
+				r += "/" + p[i+4]
+			}
+			return r
+		}
+	}
+	return path
+}
+
+// breakdown is the writes by verb and resource, most first.
+func (w *writeCounter) breakdown() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keys := make([]string, 0, len(w.byKind))
+	for k := range w.byKind {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return w.byKind[keys[i]] > w.byKind[keys[j]] })
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%d ", k, w.byKind[k])
+	}
+	return b.String()
+}
+
 // countWrites wraps cfg's transport with a writeCounter.
 func countWrites(cfg *rest.Config) *writeCounter {
-	w := &writeCounter{}
+	w := &writeCounter{byKind: map[string]int{}}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		w.next = rt
 		return w

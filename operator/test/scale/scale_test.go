@@ -129,6 +129,7 @@ func TestScale(t *testing.T) {
 	r.APIServerRequests = apiserverRequests(t, cfg) - req0
 	t.Logf("N=%d: created %d objects in %.1f s, converged in %.1f s; manager %d writes, %d requests; CPU %.1f s",
 		n, r.Objects, r.CreateSeconds, r.ConvergeSeconds, r.ManagerWrites, r.ManagerRequests, r.CPUSeconds)
+	t.Logf("writes to converge: %s", counter.breakdown())
 
 	// idle: after the last trailing writes, whole stats rounds pass without a write
 	settle(t, counter)
@@ -156,6 +157,7 @@ func TestScale(t *testing.T) {
 	waitFor(t, "deletion", time.Duration(n)*time.Second+2*time.Minute, func() (bool, string) { return deleted(ctx, k) })
 	r.DeleteSeconds = time.Since(start).Seconds()
 	r.PeakHeapMiB = heap()
+	t.Logf("all writes: %s", counter.breakdown())
 	t.Logf("deleted in %.1f s; peak heap %.0f MiB; idle writes %d; one-workflow change %d writes; one stats change %d writes",
 		r.DeleteSeconds, r.PeakHeapMiB, r.IdleWrites, r.ChangeWrites, r.StatsWrites)
 	if path := os.Getenv("SCALE_REPORT"); path != "" {
