@@ -27,32 +27,38 @@ const (
 
 // SetupIndexes registers the field indexes the reconcilers and watches list by.
 func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
-	if err := idx.IndexField(ctx, &conflux.Channel{}, channelSpaceIndex, func(o client.Object) []string {
-		if s := o.(*conflux.Channel).Spec.Space; s != "" {
-			return []string{s}
-		}
-		return nil
-	}); err != nil {
+	if err := idx.IndexField(ctx, &conflux.Channel{}, channelSpaceIndex, channelSpace); err != nil {
 		return err
 	}
-	if err := idx.IndexField(ctx, &conflux.Workflow{}, workflowChannelIndex, func(o client.Object) []string {
-		var out []string
-		for _, c := range o.(*conflux.Workflow).Spec.Components {
-			out = append(append(out, c.Inputs...), c.Outputs...)
-		}
-		return unique(out)
-	}); err != nil {
+	if err := idx.IndexField(ctx, &conflux.Workflow{}, workflowChannelIndex, workflowChannels); err != nil {
 		return err
 	}
-	return idx.IndexField(ctx, &conflux.Workflow{}, workflowFabricIndex, func(o client.Object) []string {
-		var out []string
-		for _, c := range o.(*conflux.Workflow).Spec.Components {
-			if c.Fabric != "" {
-				out = append(out, c.Fabric)
-			}
+	return idx.IndexField(ctx, &conflux.Workflow{}, workflowFabricIndex, workflowFabrics)
+}
+
+func channelSpace(o client.Object) []string {
+	if s := o.(*conflux.Channel).Spec.Space; s != "" {
+		return []string{s}
+	}
+	return nil
+}
+
+func workflowChannels(o client.Object) []string {
+	var out []string
+	for _, c := range o.(*conflux.Workflow).Spec.Components {
+		out = append(append(out, c.Inputs...), c.Outputs...)
+	}
+	return unique(out)
+}
+
+func workflowFabrics(o client.Object) []string {
+	var out []string
+	for _, c := range o.(*conflux.Workflow).Spec.Components {
+		if c.Fabric != "" {
+			out = append(out, c.Fabric)
 		}
-		return unique(out)
-	})
+	}
+	return unique(out)
 }
 
 func unique(in []string) []string {
