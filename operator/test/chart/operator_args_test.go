@@ -28,9 +28,9 @@ func TestOperatorConcurrencyValues(t *testing.T) {
 		return nil
 	}
 	g.Expect(args()).To(ContainElements("--max-concurrent-reconciles=4", "--kube-api-qps=100", "--kube-api-burst=200"))
-	g.Expect(args("--set", "operator.maxConcurrentReconciles=16", "--set", "operator.kubeAPIQPS=50.5",
+	g.Expect(args("--set", "operator.maxConcurrentReconciles=16", "--set", "operator.kubeAPIQPS=50",
 		"--set", "operator.kubeAPIBurst=80")).To(ContainElements("--max-concurrent-reconciles=16",
-		"--kube-api-qps=50.5", "--kube-api-burst=80"))
+		"--kube-api-qps=50", "--kube-api-burst=80"))
 	for _, bad := range []string{"operator.maxConcurrentReconciles=0", "operator.kubeAPIQPS=0", "operator.kubeAPIBurst=0"} {
 		_, err := render(t, "--set", bad)
 		g.Expect(err).To(HaveOccurred(), bad)
