@@ -27,7 +27,7 @@ func TestOperatorConcurrencyValues(t *testing.T) {
 		t.Fatalf("no operator Deployment in %v", kinds(objs))
 		return nil
 	}
-	g.Expect(args()).To(ContainElements("--max-concurrent-reconciles=4", "--kube-api-qps=100", "--kube-api-burst=200"))
+	g.Expect(args()).To(ContainElements("--max-concurrent-reconciles=4", "--kube-api-qps=300", "--kube-api-burst=600"))
 	g.Expect(args("--set", "operator.maxConcurrentReconciles=16", "--set", "operator.kubeAPIQPS=50",
 		"--set", "operator.kubeAPIBurst=80")).To(ContainElements("--max-concurrent-reconciles=16",
 		"--kube-api-qps=50", "--kube-api-burst=80"))
