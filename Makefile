@@ -148,6 +148,10 @@ bench: build-dataplane ## Benchmarks side by side with peers (full); JSON, plots
 bench-quick: build-dataplane ## The benchmarks as a smoke test (under 5 minutes): every one runs, numbers sane
 	bench/run.sh --quick
 
+.PHONY: bench-operator
+bench-operator: ## The operator at N=100 and N=1000 (6N objects) on envtest; writes bench/operator/RESULTS.md
+	bench/operator/run.sh
+
 .PHONY: test-bench
 test-bench: bench-quick ## The benchmarks' quick mode as a smoke test (part of make test; never a speed threshold)
 

@@ -43,7 +43,8 @@ func main() {
 	var (
 		metricsAddr, probeAddr, image, certDir, secretName, serviceName string
 		mutating, validating, leaderElectionID, spaceClient             string
-		webhookPort                                                     int
+		webhookPort, maxConcurrent, apiBurst                            int
+		apiQPS                                                          float64
 		leaderElect, enableWebhooks                                     bool
 		statsInterval, certRefresh                                      time.Duration
 		edgeXDSAddr, edgeNodeID, clusterDomain                          string
@@ -64,6 +65,9 @@ func main() {
 	flag.StringVar(&validating, "validating-webhook-configurations", "conflux-validating", "Comma-separated ValidatingWebhookConfigurations to patch with the CA.")
 	flag.DurationVar(&certRefresh, "webhook-cert-refresh-interval", time.Hour, "How often the webhook certificate is checked (renewed when a third of its validity is left) and the caBundle re-patched while running; 0: only at start.")
 	flag.DurationVar(&statsInterval, "channel-stats-interval", 30*time.Second, "How often each registered Channel's stats are read from its space server; 0 reads them only when the Channel or its Space changes.")
+	flag.IntVar(&maxConcurrent, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "Workers per controller (Space, Channel, Workflow, Fabric).")
+	flag.Float64Var(&apiQPS, "kube-api-qps", controller.DefaultAPIQPS, "Requests per second the operator's API client may make (client-side rate limit).")
+	flag.IntVar(&apiBurst, "kube-api-burst", controller.DefaultAPIBurst, "Burst of the operator's API client above --kube-api-qps.")
 	flag.StringVar(&edgeXDSAddr, "edge-xds-bind-address", "", "Serve xDS (gRPC) for the Envoy WAN edge on this address, e.g. :18000; empty: no edge.")
 	flag.StringVar(&edgeNodeID, "edge-node-id", "conflux-edge", "node.id of the edge Envoys (their bootstrap).")
 	flag.UintVar(&edgeListenPort, "edge-listen-port", 10000, "Port the edge Envoy listens on for TLS from remote clusters.")
@@ -84,7 +88,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "--space-client=%s: give tcp or none\n", spaceClient)
 		os.Exit(2)
 	}
-	setup := controller.Config{Image: image, Spaces: spaces, Webhooks: enableWebhooks, StatsInterval: statsInterval}
+	if maxConcurrent < 1 || apiQPS <= 0 || apiBurst < 1 {
+		fmt.Fprintf(os.Stderr, "--max-concurrent-reconciles=%d --kube-api-qps=%g --kube-api-burst=%d: give positive values\n", maxConcurrent, apiQPS, apiBurst)
+		os.Exit(2)
+	}
+	setup := controller.Config{Image: image, Spaces: spaces, Webhooks: enableWebhooks, StatsInterval: statsInterval,
+		MaxConcurrentReconciles: maxConcurrent}
 	if edgeXDSAddr != "" {
 		if edgeListenPort == 0 || edgeListenPort > 65535 {
 			fmt.Fprintf(os.Stderr, "--edge-listen-port=%d: give a port 1-65535\n", edgeListenPort)
@@ -94,7 +103,7 @@ func main() {
 			Options: edge.Options{ListenPort: uint32(edgeListenPort), ClusterDomain: clusterDomain}}
 	}
 	if err := run(log.V(0).Info, runConfig{metricsAddr, probeAddr, certDir, secretName, serviceName,
-		mutating, validating, leaderElectionID, webhookPort, leaderElect, certRefresh, setup}); err != nil {
+		mutating, validating, leaderElectionID, webhookPort, leaderElect, certRefresh, float32(apiQPS), apiBurst, setup}); err != nil {
 		log.Error(err, "operator failed")
 		os.Exit(1)
 	}
@@ -106,12 +115,15 @@ type runConfig struct {
 	webhookPort                                              int
 	leaderElect                                              bool
 	certRefresh                                              time.Duration
+	apiQPS                                                   float32
+	apiBurst                                                 int
 	setup                                                    controller.Config
 }
 
 func run(info func(string, ...any), c runConfig) error {
 	ctx := ctrl.SetupSignalHandler()
 	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = c.apiQPS, c.apiBurst
 	namespace := os.Getenv("POD_NAMESPACE")
 	if namespace == "" {
 		namespace = "conflux-system"

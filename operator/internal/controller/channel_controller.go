@@ -4,17 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	conflux "conflux.dev/operator/api/v1alpha1"
 	"conflux.dev/operator/internal/spaceclient"
@@ -26,9 +28,10 @@ type ChannelReconciler struct {
 	client.Client
 	Recorder record.EventRecorder
 	Spaces   spaceclient.SpaceClient
-	// StatsInterval: how often a registered channel's stats are read again (0: only when
-	// the Channel or its Space changes).
-	StatsInterval time.Duration
+	// Stats, when set, polls the space servers and queues the Channels whose stats
+	// changed; a reconcile takes the stats it holds. Nil: stats are read only when the
+	// Channel or its Space changes.
+	Stats *StatsPoller
 }
 
 // channelScope is what the phases of one Channel reconcile share.
@@ -44,6 +47,8 @@ type channelScope struct {
 	// space server: wraps spaceclient.ErrStatsUnsupported).
 	statsErr error
 	err      error
+	// released: the finalizer is gone, so is the object; no status to write.
+	released bool
 }
 
 // +kubebuilder:rbac:groups=conflux.dev,resources=channels,verbs=get;list;watch;update;patch
@@ -57,12 +62,18 @@ func (r *ChannelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 	if err := r.Get(ctx, req.NamespacedName, ch); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetChannelMetrics(req.Namespace, req.Name)
+			if r.Stats != nil {
+				r.Stats.Forget(req.Namespace, req.Name)
+			}
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	base := ch.DeepCopy()
 	s := &channelScope{channel: ch}
 	defer func() {
+		if s.released {
+			return
+		}
 		s.err = retErr
 		updateChannelStatus(s)
 		if err := patchStatus(ctx, r.Client, ch, base); err != nil {
@@ -88,9 +99,6 @@ func (r *ChannelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 		if done {
 			break
 		}
-	}
-	if s.stats != nil && r.StatsInterval > 0 {
-		return ctrl.Result{RequeueAfter: r.StatsInterval}, nil
 	}
 	return ctrl.Result{}, nil
 }
@@ -141,9 +149,21 @@ func (r *ChannelReconciler) register(ctx context.Context, s *channelScope) (bool
 	return false, nil
 }
 
-// readStats copies the space server's counters into the status.
+// readStats copies the space server's counters into the status: the poller's last reading
+// when it has one, else a reading of its own (which the poller then compares with).
 func (r *ChannelReconciler) readStats(ctx context.Context, s *channelScope) (bool, error) {
-	st, err := r.Spaces.Stats(ctx, r.ref(s))
+	var st spaceclient.ChannelStats
+	var err error
+	var ok bool
+	if r.Stats != nil {
+		st, err, ok = r.Stats.Get(s.channel.Namespace, s.channel.Name)
+	}
+	if !ok {
+		st, err = r.Spaces.Stats(ctx, r.ref(s))
+		if r.Stats != nil {
+			r.Stats.Put(s.channel.Namespace, s.channel.Name, st, err)
+		}
+	}
 	if err != nil && !errors.Is(err, spaceclient.ErrStatsUnsupported) {
 		recordChannelStats(s.channel.Namespace, s.channel.Name, nil, err)
 	} else {
@@ -185,24 +205,21 @@ func (r *ChannelReconciler) reconcileDelete(ctx context.Context, s *channelScope
 			return err
 		}
 	}
+	s.released = true
 	return nil
 }
 
-// SetupWithManager registers the reconciler; a Space change requeues its Channels.
-func (r *ChannelReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&conflux.Channel{}).
+// SetupWithManager registers the reconciler: a Space whose endpoint or deletion changed
+// queues its Channels, and the stats poller queues the Channels whose stats changed.
+func (r *ChannelReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&conflux.Channel{}, builder.WithPredicates(specChanged)).
 		Watches(&conflux.Space{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			var list conflux.ChannelList
-			if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{channelSpaceIndex: o.GetName()}); err != nil {
-				return nil
-			}
-			reqs := make([]reconcile.Request, 0, len(list.Items))
-			for _, c := range list.Items {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
-			}
-			return reqs
-		})).
-		Named("channel").
-		Complete(r)
+			return requestsFor(ctx, r, &conflux.ChannelList{}, client.InNamespace(o.GetNamespace()),
+				client.MatchingFields{channelSpaceIndex: o.GetName()})
+		}), builder.WithPredicates(spaceServes))
+	if r.Stats != nil {
+		b = b.WatchesRawSource(source.Channel(r.Stats.Changes(), &handler.EnqueueRequestForObject{}))
+	}
+	return b.WithOptions(opts).Named("channel").Complete(r)
 }

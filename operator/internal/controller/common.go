@@ -29,8 +29,6 @@ const (
 	ManagedByValue = "conflux-operator"
 	// FieldOwner names the operator in managed fields.
 	FieldOwner = "conflux-operator"
-	// channelSpaceIndex indexes Channels by spec.space.
-	channelSpaceIndex = "spec.space"
 )
 
 // CacheOptions restricts the manager's cache of Deployments, StatefulSets and Services to
@@ -42,16 +40,6 @@ func CacheOptions() cache.Options {
 		&appsv1.StatefulSet{}: {Label: sel},
 		&corev1.Service{}:     {Label: sel},
 	}}
-}
-
-// SetupIndexes registers the field indexes the reconcilers list by.
-func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
-	return idx.IndexField(ctx, &conflux.Channel{}, channelSpaceIndex, func(o client.Object) []string {
-		if s := o.(*conflux.Channel).Spec.Space; s != "" {
-			return []string{s}
-		}
-		return nil
-	})
 }
 
 // phase is one step of a reconcile.
@@ -94,8 +82,17 @@ func setReadySummary(conds *[]metav1.Condition, gen int64, deleting bool, deleti
 }
 
 // patchStatus writes obj's status as a merge patch from base; a vanished object is fine.
+// Nothing is sent when the status did not change: an idle operator writes nothing.
 func patchStatus(ctx context.Context, c client.Client, obj, base client.Object) error {
-	if err := c.Status().Patch(ctx, obj, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+	patch := client.MergeFrom(base)
+	data, err := patch.Data(obj)
+	if err != nil {
+		return err
+	}
+	if string(data) == "{}" {
+		return nil
+	}
+	if err := c.Status().Patch(ctx, obj, client.RawPatch(patch.Type(), data)); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -83,20 +84,13 @@ func setFabricNodesAvailableCondition(s *fabricScope) {
 }
 
 // SetupWithManager registers the reconciler; any Node change requeues every Fabric.
-func (r *FabricReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *FabricReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&conflux.Fabric{}).
+		For(&conflux.Fabric{}, builder.WithPredicates(specChanged)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-			var list conflux.FabricList
-			if err := r.List(ctx, &list); err != nil {
-				return nil
-			}
-			reqs := make([]reconcile.Request, 0, len(list.Items))
-			for _, f := range list.Items {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&f)})
-			}
-			return reqs
+			return requestsFor(ctx, r, &conflux.FabricList{})
 		}), builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		WithOptions(opts).
 		Named("fabric").
 		Complete(r)
 }

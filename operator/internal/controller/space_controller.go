@@ -10,10 +10,13 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -49,6 +52,8 @@ type spaceScope struct {
 	// the edge's view of the Space (Exposed condition)
 	edgeOn, edgeBuilt, exposed bool
 	exposureHolder             string
+	// released: the finalizer is gone, so is the object; no status to write.
+	released bool
 }
 
 // +kubebuilder:rbac:groups=conflux.dev,resources=spaces,verbs=get;list;watch;update;patch
@@ -72,6 +77,9 @@ func (r *SpaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res 
 		s.exposed, s.exposureHolder, s.edgeBuilt = r.Edge.Exposure(space.Namespace, space.Name)
 	}
 	defer func() {
+		if s.released {
+			return
+		}
 		s.err = retErr
 		updateSpaceStatus(s)
 		if err := patchStatus(ctx, r.Client, space, base); err != nil {
@@ -119,6 +127,7 @@ func (r *SpaceReconciler) reconcileDelete(ctx context.Context, s *spaceScope) (c
 			return ctrl.Result{}, err
 		}
 	}
+	s.released = true
 	return ctrl.Result{}, nil
 }
 
@@ -129,10 +138,11 @@ func (r *SpaceReconciler) edgeChanges() <-chan event.GenericEvent {
 	return r.EdgeChanges
 }
 
-// SetupWithManager registers the reconciler; a Channel change requeues its Space.
-func (r *SpaceReconciler) SetupWithManager(mgr ctrl.Manager) error {
+// SetupWithManager registers the reconciler; a Channel's creation, deletion or spec change
+// (its space) queues its Space, its status updates do not.
+func (r *SpaceReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&conflux.Space{}).
+		For(&conflux.Space{}, builder.WithPredicates(specChanged)).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Watches(&conflux.Channel{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -141,8 +151,9 @@ func (r *SpaceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				return nil
 			}
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ch.Namespace, Name: ch.Spec.Space}}}
-		})).
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.edgeChanges(), &handler.EnqueueRequestForObject{})).
+		WithOptions(opts).
 		Named("space").
 		Complete(r)
 }

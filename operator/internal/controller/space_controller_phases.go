@@ -30,8 +30,8 @@ func spaceLabels(space *conflux.Space) map[string]string {
 
 // reconcileService ensures the headless Service that gives the space pod a stable name.
 func (r *SpaceReconciler) reconcileService(ctx context.Context, s *spaceScope) (bool, error) {
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.space.Name, Namespace: s.space.Namespace}}
-	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
+	key := client.ObjectKey{Namespace: s.space.Namespace, Name: s.space.Name}
+	svc, _, err := applyOwned(ctx, r.Client, key, func() *corev1.Service { return &corev1.Service{} }, func(svc *corev1.Service) error {
 		svc.Labels = managedLabels(spaceLabels(s.space))
 		svc.Spec.ClusterIP = corev1.ClusterIPNone
 		svc.Spec.Selector = spaceLabels(s.space)
@@ -42,7 +42,7 @@ func (r *SpaceReconciler) reconcileService(ctx context.Context, s *spaceScope) (
 		return controllerutil.SetControllerReference(s.space, svc, r.Scheme())
 	})
 	if err != nil {
-		return false, fmt.Errorf("service %s: %w", svc.Name, err)
+		return false, fmt.Errorf("service %s: %w", key.Name, err)
 	}
 	s.service = svc
 	return false, nil
@@ -51,8 +51,8 @@ func (r *SpaceReconciler) reconcileService(ctx context.Context, s *spaceScope) (
 // reconcileStatefulSet ensures the StatefulSet running confluxd --role=space with its claim.
 func (r *SpaceReconciler) reconcileStatefulSet(ctx context.Context, s *spaceScope) (bool, error) {
 	sp := s.space
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: sp.Name, Namespace: sp.Namespace}}
-	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, sts, func() error {
+	key := client.ObjectKey{Namespace: sp.Namespace, Name: sp.Name}
+	sts, _, err := applyOwned(ctx, r.Client, key, func() *appsv1.StatefulSet { return &appsv1.StatefulSet{} }, func(sts *appsv1.StatefulSet) error {
 		sts.Labels = managedLabels(spaceLabels(sp))
 		if sts.CreationTimestamp.IsZero() { // immutable fields: set once
 			sts.Spec.ServiceName = sp.Name
@@ -68,7 +68,7 @@ func (r *SpaceReconciler) reconcileStatefulSet(ctx context.Context, s *spaceScop
 		return controllerutil.SetControllerReference(sp, sts, r.Scheme())
 	})
 	if err != nil {
-		return false, fmt.Errorf("statefulset %s: %w", sts.Name, err)
+		return false, fmt.Errorf("statefulset %s: %w", key.Name, err)
 	}
 	s.statefulSet = sts
 	return false, nil

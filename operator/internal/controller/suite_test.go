@@ -96,7 +96,7 @@ func runSuite(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := SetupAll(ctx, mgr, Config{Image: testImage, Spaces: fakeSpaces, Webhooks: true,
-		StatsInterval: testStatsInterval, Edge: testEdge}); err != nil {
+		StatsInterval: testStatsInterval, Edge: testEdge, MaxConcurrentReconciles: DefaultMaxConcurrentReconciles}); err != nil {
 		panic(err)
 	}
 	done := make(chan error, 1)

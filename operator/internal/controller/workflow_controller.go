@@ -8,7 +8,9 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -81,30 +83,22 @@ func (r *WorkflowReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	return ctrl.Result{}, nil
 }
 
-// SetupWithManager registers the reconciler. Channel changes requeue the Workflows of their
-// namespace, Fabric changes every Workflow.
-func (r *WorkflowReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	inNamespace := func(ctx context.Context, ns string) []reconcile.Request {
-		var list conflux.WorkflowList
-		if err := r.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(list.Items))
-		for _, w := range list.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&w)})
-		}
-		return reqs
-	}
+// SetupWithManager registers the reconciler. A Channel's creation or deletion queues the
+// Workflows that bind it, a Fabric change the Workflows that name it (or any-fast).
+func (r *WorkflowReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&conflux.Workflow{}).
+		For(&conflux.Workflow{}, builder.WithPredicates(specChanged)).
 		Owns(&appsv1.Deployment{}).
 		Owns(&appsv1.StatefulSet{}).
 		Watches(&conflux.Channel{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			return inNamespace(ctx, o.GetNamespace())
+			return requestsFor(ctx, r, &conflux.WorkflowList{}, client.InNamespace(o.GetNamespace()),
+				client.MatchingFields{workflowChannelIndex: o.GetName()})
+		}), builder.WithPredicates(existenceChanged)).
+		Watches(&conflux.Fabric{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			named := requestsFor(ctx, r, &conflux.WorkflowList{}, client.MatchingFields{workflowFabricIndex: o.GetName()})
+			return append(named, requestsFor(ctx, r, &conflux.WorkflowList{}, client.MatchingFields{workflowFabricIndex: conflux.AnyFastFabric})...)
 		})).
-		Watches(&conflux.Fabric{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-			return inNamespace(ctx, "")
-		})).
+		WithOptions(opts).
 		Named("workflow").
 		Complete(r)
 }

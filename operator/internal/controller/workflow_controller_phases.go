@@ -116,15 +116,14 @@ func (r *WorkflowReconciler) applyWorkload(ctx context.Context, s *workflowScope
 	tpl := r.podTemplate(s, c)
 	selector := &metav1.LabelSelector{MatchLabels: map[string]string{conflux.WorkflowLabel: wf.Name, conflux.ComponentLabel: c.Name}}
 	labels := managedLabels(map[string]string{conflux.WorkflowLabel: wf.Name, conflux.ComponentLabel: c.Name})
-	name := WorkloadName(wf.Name, c.Name)
+	key := client.ObjectKey{Namespace: wf.Namespace, Name: WorkloadName(wf.Name, c.Name)}
 	replicas := replicasOf(c)
 	if c.Workload == conflux.WorkloadStatefulSet {
-		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: wf.Namespace}}
-		_, err := controllerutil.CreateOrUpdate(ctx, r.Client, sts, func() error {
+		sts, _, err := applyOwned(ctx, r.Client, key, func() *appsv1.StatefulSet { return &appsv1.StatefulSet{} }, func(sts *appsv1.StatefulSet) error {
 			sts.Labels = labels
 			if sts.CreationTimestamp.IsZero() {
 				sts.Spec.Selector = selector
-				sts.Spec.ServiceName = name
+				sts.Spec.ServiceName = key.Name
 			}
 			sts.Spec.Replicas = &replicas
 			sts.Spec.Template = tpl
@@ -132,8 +131,7 @@ func (r *WorkflowReconciler) applyWorkload(ctx context.Context, s *workflowScope
 		})
 		return sts, err
 	}
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: wf.Namespace}}
-	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, dep, func() error {
+	dep, _, err := applyOwned(ctx, r.Client, key, func() *appsv1.Deployment { return &appsv1.Deployment{} }, func(dep *appsv1.Deployment) error {
 		dep.Labels = labels
 		if dep.CreationTimestamp.IsZero() {
 			dep.Spec.Selector = selector

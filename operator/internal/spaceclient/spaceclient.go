@@ -49,6 +49,24 @@ type SpaceClient interface {
 	// Stats reports the channel's writers, readers, segments, bytes and links. An error
 	// wrapping ErrStatsUnsupported comes with the stats the server could give.
 	Stats(ctx context.Context, ref ChannelRef) (ChannelStats, error)
+	// StatsBatch is Stats for many channels of the space server at endpoint in one
+	// exchange (one connection); the results are in the order of refs.
+	StatsBatch(ctx context.Context, endpoint string, refs []ChannelRef) []StatsResult
+}
+
+// StatsResult is one channel's answer in a StatsBatch.
+type StatsResult struct {
+	Stats ChannelStats
+	Err   error
+}
+
+// statsEach is StatsBatch made of single Stats calls (the in-memory clients).
+func statsEach(ctx context.Context, c SpaceClient, refs []ChannelRef) []StatsResult {
+	out := make([]StatsResult, len(refs))
+	for i, ref := range refs {
+		out[i].Stats, out[i].Err = c.Stats(ctx, ref)
+	}
+	return out
 }
 
 // Noop accepts everything and reports zero stats (--space-client=none).
@@ -58,6 +76,9 @@ func (Noop) RegisterChannel(context.Context, ChannelRef) error { return nil }
 func (Noop) UnlinkChannel(context.Context, ChannelRef) error   { return nil }
 func (Noop) Stats(context.Context, ChannelRef) (ChannelStats, error) {
 	return ChannelStats{}, nil
+}
+func (n Noop) StatsBatch(ctx context.Context, _ string, refs []ChannelRef) []StatsResult {
+	return statsEach(ctx, n, refs)
 }
 
 // Fake records registrations and unlinks in memory; safe for concurrent use.
@@ -70,6 +91,7 @@ type Fake struct {
 	RegisterErr error
 	// StatsErrByKey: the error Stats returns for a key (with the key's stats).
 	StatsErrByKey map[string]error
+	batches       int
 }
 
 // NewFake returns an empty Fake.
@@ -100,6 +122,21 @@ func (f *Fake) Stats(_ context.Context, ref ChannelRef) (ChannelStats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.StatsByKey[ref.Key()], f.StatsErrByKey[ref.Key()]
+}
+
+// StatsBatch counts one batch (BatchCount) and answers each ref as Stats does.
+func (f *Fake) StatsBatch(ctx context.Context, _ string, refs []ChannelRef) []StatsResult {
+	f.mu.Lock()
+	f.batches++
+	f.mu.Unlock()
+	return statsEach(ctx, f, refs)
+}
+
+// BatchCount reports how many StatsBatch calls were made.
+func (f *Fake) BatchCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.batches
 }
 
 // SetStatsErr sets the error Stats returns for key (nil: none).

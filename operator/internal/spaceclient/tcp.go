@@ -54,13 +54,38 @@ func (c *TCP) UnlinkChannel(ctx context.Context, ref ChannelRef) error {
 }
 
 func (c *TCP) Stats(ctx context.Context, ref ChannelRef) (ChannelStats, error) {
+	return stats(ref, c.dialing(ctx, ref.Endpoint))
+}
+
+// StatsBatch reads the stats of every ref over one connection to endpoint: one STATS
+// request after the other, not one connection per channel.
+func (c *TCP) StatsBatch(ctx context.Context, endpoint string, refs []ChannelRef) []StatsResult {
+	out := make([]StatsResult, len(refs))
+	ctx, cancel := c.withTimeout(ctx, time.Duration(len(refs)))
+	defer cancel()
+	conn, err := dial(ctx, endpoint)
+	if err != nil {
+		for i := range out {
+			out[i].Err = fmt.Errorf("space %s: stats %q: %w", endpoint, refs[i].Channel, err)
+		}
+		return out
+	}
+	defer conn.Close()
+	for i, ref := range refs {
+		out[i].Stats, out[i].Err = stats(ref, conn.call)
+	}
+	return out
+}
+
+// stats is one STATS call (LOOKUP for an older server) through do.
+func stats(ref ChannelRef, do callFunc) (ChannelStats, error) {
 	e := &encoder{}
 	e.u8(opStats)
 	e.str(ref.Channel)
 	var st statsInfo
-	p, err := c.pipeCallThen(ctx, ref, opStats, "stats", e.b, func(d *decoder) { st = d.stats() })
+	p, err := pipeCallThen(ref, opStats, "stats", e.b, func(d *decoder) { st = d.stats() }, do)
 	if isUnknownOp(err) {
-		return c.lookupStats(ctx, ref, err)
+		return lookupStats(ref, err, do)
 	}
 	if err != nil {
 		return ChannelStats{}, err
@@ -75,11 +100,11 @@ func (c *TCP) Stats(ctx context.Context, ref ChannelRef) (ChannelStats, error) {
 
 // lookupStats is Stats for a server that does not know STATS: writers and segments from
 // LOOKUP, and an error wrapping ErrStatsUnsupported that says what is missing.
-func (c *TCP) lookupStats(ctx context.Context, ref ChannelRef, statsErr error) (ChannelStats, error) {
+func lookupStats(ref ChannelRef, statsErr error, do callFunc) (ChannelStats, error) {
 	e := &encoder{}
 	e.u8(opLookup)
 	e.str(ref.Channel)
-	p, err := c.pipeCall(ctx, ref, opLookup, "lookup", e.b)
+	p, err := pipeCallThen(ref, opLookup, "lookup", e.b, nil, do)
 	if err != nil {
 		return ChannelStats{}, err
 	}
@@ -107,15 +132,18 @@ func unwrapServer(err error) error {
 
 func clampInt64(v uint64) int64 { return int64(min(v, math.MaxInt64)) }
 
-// pipeCall sends one request whose reply is a pipe result and decodes it. Errors name the
-// space endpoint and the channel.
+// callFunc sends one request and returns the payload of its reply.
+type callFunc func(req []byte) ([]byte, error)
+
+// pipeCall sends one request whose reply is a pipe result (on a connection of its own)
+// and decodes it. Errors name the space endpoint and the channel.
 func (c *TCP) pipeCall(ctx context.Context, ref ChannelRef, op uint8, opName string, req []byte) (pipeInfo, error) {
-	return c.pipeCallThen(ctx, ref, op, opName, req, nil)
+	return pipeCallThen(ref, op, opName, req, nil, c.dialing(ctx, ref.Endpoint))
 }
 
-// pipeCallThen is pipeCall for a reply with more after the pipe: rest decodes it.
-func (c *TCP) pipeCallThen(ctx context.Context, ref ChannelRef, op uint8, opName string, req []byte, rest func(*decoder)) (pipeInfo, error) {
-	payload, err := c.call(ctx, ref.Endpoint, req)
+// pipeCallThen is pipeCall through do, for a reply with more after the pipe: rest decodes it.
+func pipeCallThen(ref ChannelRef, op uint8, opName string, req []byte, rest func(*decoder), do callFunc) (pipeInfo, error) {
+	payload, err := do(req)
 	if err != nil {
 		return pipeInfo{}, fmt.Errorf("space %s: %s %q: %w", ref.Endpoint, opName, ref.Channel, err)
 	}
@@ -136,34 +164,62 @@ func (c *TCP) pipeCallThen(ctx context.Context, ref ChannelRef, op uint8, opName
 	return p, nil
 }
 
-// call dials endpoint, sends req as a LOOKUP frame with request id 1 and returns the
-// payload of its reply (frames that are not that reply are skipped).
-func (c *TCP) call(ctx context.Context, endpoint string, req []byte) ([]byte, error) {
-	if endpoint == "" {
-		return nil, errors.New("the space has no endpoint yet")
-	}
+// withTimeout bounds ctx by calls times the per-call timeout.
+func (c *TCP) withTimeout(ctx context.Context, calls time.Duration) (context.Context, context.CancelFunc) {
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	return context.WithTimeout(ctx, max(calls, 1)*timeout)
+}
+
+// dialing is a callFunc that sends each request on a connection of its own.
+func (c *TCP) dialing(ctx context.Context, endpoint string) callFunc {
+	return func(req []byte) ([]byte, error) {
+		ctx, cancel := c.withTimeout(ctx, 1)
+		defer cancel()
+		conn, err := dial(ctx, endpoint)
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Close()
+		return conn.call(req)
+	}
+}
+
+// spaceConn is one connection to a space server; its calls are sequential, each a LOOKUP
+// frame with the next request id.
+type spaceConn struct {
+	net.Conn
+	seq uint64
+}
+
+func dial(ctx context.Context, endpoint string) (*spaceConn, error) {
+	if endpoint == "" {
+		return nil, errors.New("the space has no endpoint yet")
+	}
 	var dialer net.Dialer
 	conn, err := dialer.DialContext(ctx, "tcp", endpoint)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
 	if deadline, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(deadline)
 	}
-	const seq = 1
+	return &spaceConn{Conn: conn}, nil
+}
+
+// call sends req and returns the payload of its reply (frames that are not that reply are
+// skipped).
+func (c *spaceConn) call(req []byte) ([]byte, error) {
+	c.seq++
+	seq := c.seq
 	h := frameHeader{Type: frameLookup, Seq: seq, Length: uint32(len(req))}
-	if _, err := conn.Write(append(h.encode(), req...)); err != nil {
+	if _, err := c.Write(append(h.encode(), req...)); err != nil {
 		return nil, err
 	}
 	for {
-		rh, payload, err := readFrame(conn)
+		rh, payload, err := readFrame(c)
 		if err != nil {
 			return nil, fmt.Errorf("reading the reply: %w", err)
 		}

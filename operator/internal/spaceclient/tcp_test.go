@@ -284,7 +284,7 @@ func TestTCPStatsFromAServerWithoutStats(t *testing.T) {
 	addr := startSpace(t)
 	ctx := context.Background()
 	c := NewTCP()
-	payload, err := c.call(ctx, addr, []byte{200})
+	payload, err := c.dialing(ctx, addr)([]byte{200})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func TestTCPStatsFromAServerWithoutStats(t *testing.T) {
 	}
 	w := writePipe(t, addr, "old", 3)
 	defer w.Close()
-	st, err := c.lookupStats(ctx, ref, err)
+	st, err := lookupStats(ref, err, c.dialing(ctx, addr))
 	if !errors.Is(err, ErrStatsUnsupported) || !strings.Contains(err.Error(), "unknown space request op 200") {
 		t.Fatalf("fallback error: %v", err)
 	}
@@ -318,5 +318,37 @@ func TestStatsDecoderRefusesTooManyLinks(t *testing.T) {
 	d.stats()
 	if d.err == nil || !strings.Contains(d.err.Error(), "transports") {
 		t.Fatalf("want a refusal, got %v", d.err)
+	}
+}
+
+// StatsBatch reads many channels over one connection: the server answers each request on
+// it in turn, and an unknown channel fails alone.
+func TestTCPStatsBatch(t *testing.T) {
+	addr := startSpace(t)
+	ctx := context.Background()
+	c := NewTCP()
+	var refs []ChannelRef
+	for i := range 5 {
+		ref := ChannelRef{Endpoint: addr, Channel: fmt.Sprintf("b%d", i)}
+		if err := c.RegisterChannel(ctx, ref); err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, ref)
+	}
+	w := writePipe(t, addr, "b2", 2)
+	defer w.Close()
+	refs = append(refs, ChannelRef{Endpoint: addr, Channel: "missing"})
+	res := c.StatsBatch(ctx, addr, refs)
+	for i, r := range res[:5] {
+		want, werr := c.Stats(ctx, refs[i])
+		if r.Err != nil || werr != nil || r.Stats.Writers != want.Writers || r.Stats.Segments != want.Segments {
+			t.Fatalf("%s: batch %+v %v, single %+v %v", refs[i].Channel, r.Stats, r.Err, want, werr)
+		}
+	}
+	if res[2].Stats.Writers != 1 || res[2].Stats.Segments != 2 {
+		t.Fatalf("b2: %+v", res[2].Stats)
+	}
+	if res[5].Err == nil {
+		t.Fatal("an unknown channel gave no error")
 	}
 }
