@@ -221,7 +221,9 @@ static int tls_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
         if (cx_txq_len(&t->txq) != before)
             work++;
     }
-    int r = cx_deframe_run(&t->df, tls_read, t, fn, arg, budget > work ? budget - work : 1);
+    /* budget 0 asks for sends only (a mux channel setting its handler): no frame may be
+     * delivered then, or it goes to a handler that was not meant to see it */
+    int r = budget > work ? cx_deframe_run(&t->df, tls_read, t, fn, arg, budget - work) : 0;
     if (r < 0 && t->df.err == r && !t->failed) { /* a bad header: the stream is lost */
         cx_err_wrap(r, "tls: bad frame from %s", t->peer);
         return tls_fail(t, r);
