@@ -167,7 +167,10 @@ static int entry_fill(const struct cx__jv *e, int i, struct cx_fabric_dev *out)
     if (name && (rc = copy_str(out->network, sizeof out->network, name->str, i, "name")) < 0)
         return rc;
     if (ifc) {
-        if (!ifc->str[0] || strpbrk(ifc->str, "/: \t\n"))
+        /* a name as real interfaces have them: it goes into an EAL argument (iface=...),
+         * where ',' or '=' would add settings of its own */
+        if (!ifc->str[0] || strspn(ifc->str, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                              "0123456789-_.") != strlen(ifc->str))
             return cx_err_set(EINVAL, "network-status entry %d: '%.32s' is not an interface name",
                               i, ifc->str);
         if ((rc = copy_str(out->ifname, sizeof out->ifname, ifc->str, i, "interface")) < 0)
@@ -212,7 +215,7 @@ static int netstatus_pick(const struct cx__jv *root, const char (*pcis)[24], int
         int is_default = dflt && dflt->b;
         if (!is_default && first_other < 0)
             first_other = (int)i;
-        if (!pci[0] || pick >= 0)
+        if (!pci[0] || pick >= 0 || is_default)
             continue;
         int mine = npci == 0;
         for (int k = 0; k < npci && !mine; k++)
@@ -220,7 +223,7 @@ static int netstatus_pick(const struct cx__jv *root, const char (*pcis)[24], int
         if (mine) {
             pick = (int)i;
             memcpy(pick_pci, pci, sizeof pci);
-        } else if (foreign < 0 && !is_default) {
+        } else if (foreign < 0) {
             foreign = (int)i;
             memcpy(foreign_pci, pci, sizeof pci);
         }

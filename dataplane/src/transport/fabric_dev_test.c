@@ -97,6 +97,14 @@ CX_TEST(network_status_picks_the_device_plugins_attachment)
     CX_CHECK(strstr(cx_errmsg(), "0000:3b:02.1") && strstr(cx_errmsg(), "0000:af:00.2"));
     CX_CHECK_STR(d.ifname, "");
 
+    /* the cluster network's entry is never the fabric's, even with a device */
+    const char *dflt = "[{\"name\":\"cbr0\",\"default\":true,\"device-info\":{\"pci\":{\"pci-address\":\"0000:3b:02.1\"}}},"
+                       "{\"name\":\"fast\",\"interface\":\"net1\"}]";
+    memset(&d, 0, sizeof d);
+    CX_CHECK_EQ_INT(cx_fabric_netstatus_parse(dflt, strlen(dflt), NULL, 0, &d), 0);
+    CX_CHECK_STR(d.network, "fast");
+    CX_CHECK_STR(d.pci, "");
+
     /* without a device list: the attachment with a device */
     memset(&d, 0, sizeof d);
     CX_CHECK_EQ_INT(cx_fabric_netstatus_parse(STATUS, strlen(STATUS), NULL, 0, &d), 0);
@@ -127,6 +135,8 @@ CX_TEST(network_status_malformed_is_an_error_that_says_why)
         {"[{\"default\":\"yes\"}]", -EINVAL, "\"default\" is a string"},
         {"[{\"interface\":7}]", -EINVAL, "\"interface\" is a number"},
         {"[{\"interface\":\"../../etc\"}]", -EINVAL, "not an interface name"},
+        {"[{\"interface\":\"net1,qpairs=16\"}]", -EINVAL, "not an interface name"},
+        {"[{\"interface\":\"net 1\"}]", -EINVAL, "not an interface name"},
         {"[{\"interface\":\"a-very-long-interface-name\"}]", -EINVAL, "longer than 15"},
         {"[{\"ips\":\"10.0.0.1\"}]", -EINVAL, "\"ips\" is a string"},
         {"[{\"ips\":[\"10.0.0.300\"]}]", -EINVAL, "not an address"},
