@@ -57,9 +57,9 @@ type channelScope struct {
 	released bool
 }
 
-// +kubebuilder:rbac:groups=conflux.dev,resources=channels,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=conflux.dev,resources=channels/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=conflux.dev,resources=channels/finalizers,verbs=update
+// The finalizer is added and removed with a patch; the status is only ever patched.
+// +kubebuilder:rbac:groups=conflux.dev,resources=channels,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=conflux.dev,resources=channels/status,verbs=patch
 // +kubebuilder:rbac:groups=conflux.dev,resources=spaces,verbs=get;list;watch
 
 // Reconcile brings one Channel to its desired state.
