@@ -46,7 +46,7 @@ func main() {
 		webhookPort, maxConcurrent, apiBurst                            int
 		apiQPS                                                          float64
 		leaderElect, enableWebhooks                                     bool
-		statsInterval, certRefresh                                      time.Duration
+		statsInterval, certRefresh, unlinkTimeout                       time.Duration
 		edgeXDSAddr, edgeNodeID, clusterDomain                          string
 		edgeListenPort                                                  uint
 	)
@@ -65,6 +65,7 @@ func main() {
 	flag.StringVar(&validating, "validating-webhook-configurations", "conflux-validating", "Comma-separated ValidatingWebhookConfigurations to patch with the CA.")
 	flag.DurationVar(&certRefresh, "webhook-cert-refresh-interval", time.Hour, "How often the webhook certificate is checked (renewed when a third of its validity is left) and the caBundle re-patched while running; 0: only at start.")
 	flag.DurationVar(&statsInterval, "channel-stats-interval", 30*time.Second, "How often each registered Channel's stats are read from its space server; 0 reads them only when the Channel or its Space changes.")
+	flag.DurationVar(&unlinkTimeout, "channel-unlink-timeout", controller.DefaultUnlinkTimeout, "How long a deleted Channel's finalizer retries unlinking it from a space server that does not answer before giving up (a Warning event UnlinkAbandoned) and letting it go. A Space being deleted or gone is not waited for.")
 	flag.IntVar(&maxConcurrent, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "Workers per controller (Space, Channel, Workflow, Fabric).")
 	flag.Float64Var(&apiQPS, "kube-api-qps", controller.DefaultAPIQPS, "Requests per second the operator's API client may make (client-side rate limit).")
 	flag.IntVar(&apiBurst, "kube-api-burst", controller.DefaultAPIBurst, "Burst of the operator's API client above --kube-api-qps.")
@@ -88,12 +89,13 @@ func main() {
 		fmt.Fprintf(os.Stderr, "--space-client=%s: give tcp or none\n", spaceClient)
 		os.Exit(2)
 	}
-	if maxConcurrent < 1 || apiQPS <= 0 || apiBurst < 1 {
-		fmt.Fprintf(os.Stderr, "--max-concurrent-reconciles=%d --kube-api-qps=%g --kube-api-burst=%d: give positive values\n", maxConcurrent, apiQPS, apiBurst)
+	if maxConcurrent < 1 || apiQPS <= 0 || apiBurst < 1 || unlinkTimeout <= 0 {
+		fmt.Fprintf(os.Stderr, "--max-concurrent-reconciles=%d --kube-api-qps=%g --kube-api-burst=%d --channel-unlink-timeout=%s: give positive values\n",
+			maxConcurrent, apiQPS, apiBurst, unlinkTimeout)
 		os.Exit(2)
 	}
 	setup := controller.Config{Image: image, Spaces: spaces, Webhooks: enableWebhooks, StatsInterval: statsInterval,
-		MaxConcurrentReconciles: maxConcurrent}
+		MaxConcurrentReconciles: maxConcurrent, UnlinkTimeout: unlinkTimeout}
 	if edgeXDSAddr != "" {
 		if edgeListenPort == 0 || edgeListenPort > 65535 {
 			fmt.Fprintf(os.Stderr, "--edge-listen-port=%d: give a port 1-65535\n", edgeListenPort)

@@ -33,6 +33,13 @@ const (
 	// ReasonStatsUnavailable: reading the counters from the space server failed; the
 	// message says why.
 	ReasonStatsUnavailable = "StatsUnavailable"
+	// ReasonUnlinkFailed (Warning event): a deleted channel could not be unlinked from its
+	// space server; the finalizer tries again until --channel-unlink-timeout has passed.
+	ReasonUnlinkFailed = "UnlinkFailed"
+	// ReasonUnlinkAbandoned (Warning event): the finalizer gave up unlinking a deleted
+	// channel (the server stayed unreachable for --channel-unlink-timeout, or its Space is
+	// being deleted) and let the channel go; the message says what was left behind.
+	ReasonUnlinkAbandoned = "UnlinkAbandoned"
 )
 
 // ChannelKind is events (ECho-style typed events, decentralised) or pipe (persistent,

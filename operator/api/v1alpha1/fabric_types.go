@@ -99,7 +99,7 @@ type FabricStatus struct {
 // Fabric is a fast-link domain set up by the cluster admin.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,categories=conflux
+// +kubebuilder:resource:scope=Cluster,categories=conflux,shortName=fab
 // +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.kind`
 // +kubebuilder:printcolumn:name="Resource",type=string,JSONPath=`.spec.resourceName`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes`

@@ -107,7 +107,7 @@ type SpaceStatus struct {
 // Space is a persistent name space for channels and pipes, served by confluxd --role=space.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories=conflux
+// +kubebuilder:resource:categories=conflux,shortName=sp
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`
 // +kubebuilder:printcolumn:name="Channels",type=integer,JSONPath=`.status.channelCount`
 // +kubebuilder:printcolumn:name="Size",type=string,JSONPath=`.spec.storage.size`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,6 +33,9 @@ type ChannelReconciler struct {
 	// changed; a reconcile takes the stats it holds. Nil: stats are read only when the
 	// Channel or its Space changes.
 	Stats *StatsPoller
+	// UnlinkTimeout bounds how long a deleted Channel's finalizer retries an unlink its
+	// space server does not answer (0: DefaultUnlinkTimeout).
+	UnlinkTimeout time.Duration
 }
 
 // channelScope is what the phases of one Channel reconcile share.
@@ -47,13 +51,15 @@ type channelScope struct {
 	// space server: wraps spaceclient.ErrStatsUnsupported).
 	statsErr error
 	err      error
+	// unlinkErr: the last unlink of a deleted channel failed; it will be tried again.
+	unlinkErr error
 	// released: the finalizer is gone, so is the object; no status to write.
 	released bool
 }
 
-// +kubebuilder:rbac:groups=conflux.dev,resources=channels,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=conflux.dev,resources=channels/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=conflux.dev,resources=channels/finalizers,verbs=update
+// The finalizer is added and removed with a patch; the status is only ever patched.
+// +kubebuilder:rbac:groups=conflux.dev,resources=channels,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=conflux.dev,resources=channels/status,verbs=patch
 // +kubebuilder:rbac:groups=conflux.dev,resources=spaces,verbs=get;list;watch
 
 // Reconcile brings one Channel to its desired state.
@@ -82,7 +88,7 @@ func (r *ChannelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 	}()
 
 	if !ch.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.reconcileDelete(ctx, s)
+		return r.reconcileDelete(ctx, s)
 	}
 	if controllerutil.AddFinalizer(ch, conflux.FinalizerName) {
 		if err := r.Patch(ctx, ch, client.MergeFrom(base)); err != nil {
@@ -179,34 +185,6 @@ func (r *ChannelReconciler) readStats(ctx context.Context, s *channelScope) (boo
 	}
 	s.stats = &st
 	return false, nil
-}
-
-// reconcileDelete unlinks the channel from its space (when the space is still there) and
-// removes the finalizer.
-func (r *ChannelReconciler) reconcileDelete(ctx context.Context, s *channelScope) error {
-	ch := s.channel
-	if ch.Spec.Space != "" {
-		sp := &conflux.Space{}
-		err := r.Get(ctx, client.ObjectKey{Namespace: ch.Namespace, Name: ch.Spec.Space}, sp)
-		switch {
-		case err == nil:
-			s.space = sp
-			if err := r.Spaces.UnlinkChannel(ctx, r.ref(s)); err != nil {
-				r.Recorder.Eventf(ch, corev1.EventTypeWarning, "UnlinkFailed", "unlinking from space %q: %v", ch.Spec.Space, err)
-				return fmt.Errorf("unlinking from space %q: %w", ch.Spec.Space, err)
-			}
-		case !apierrors.IsNotFound(err):
-			return err
-		}
-	}
-	base := ch.DeepCopy()
-	if controllerutil.RemoveFinalizer(ch, conflux.FinalizerName) {
-		if err := r.Patch(ctx, ch, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-	}
-	s.released = true
-	return nil
 }
 
 // SetupWithManager registers the reconciler: a Space whose endpoint or deletion changed

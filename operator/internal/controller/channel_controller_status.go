@@ -26,7 +26,11 @@ func updateChannelStatus(s *channelScope) {
 		setChannelRegisteredCondition(s)
 		setChannelStatsCondition(s)
 	}
-	setReadySummary(&ch.Status.Conditions, ch.Generation, deleting, "unlinking from space", s.err,
+	deletingMsg := "unlinking from space"
+	if s.unlinkErr != nil {
+		deletingMsg += ": " + s.unlinkErr.Error() + " (retrying)"
+	}
+	setReadySummary(&ch.Status.Conditions, ch.Generation, deleting, deletingMsg, s.err,
 		conflux.ChannelSpaceResolvedCondition, conflux.ChannelRegisteredCondition)
 	// A missing space is not a reconcile error, but the channel is not usable: Ready says why.
 	if r := s.spaceReason; r == conflux.ReasonSpaceNotFound || r == conflux.ReasonSpaceDeleting {

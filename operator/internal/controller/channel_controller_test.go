@@ -213,7 +213,9 @@ func TestChannelFinalizerUnlinksFromSpace(t *testing.T) {
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), ch))
 	}, timeout, interval).Should(BeTrue())
-	g.Expect(fakeSpaces.UnlinkCount(key)).To(Equal(1))
+	// once, or twice when a reconcile queued just before the release (the stats poller's)
+	// still saw the finalizer in the cache: unlinks are idempotent
+	g.Expect(fakeSpaces.UnlinkCount(key)).To(BeNumerically(">=", 1))
 	g.Expect(fakeSpaces.IsRegistered(key)).To(BeFalse())
 	// its metrics series go with it
 	g.Eventually(func() bool { _, ok := metricValue(channelSegments, ns, "p"); return ok }, timeout, interval).Should(BeFalse())

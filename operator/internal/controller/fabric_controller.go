@@ -30,7 +30,7 @@ type fabricScope struct {
 }
 
 // +kubebuilder:rbac:groups=conflux.dev,resources=fabrics,verbs=get;list;watch
-// +kubebuilder:rbac:groups=conflux.dev,resources=fabrics/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=conflux.dev,resources=fabrics/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
 // Reconcile updates one Fabric's status.

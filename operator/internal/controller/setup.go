@@ -30,6 +30,11 @@ const (
 	// at 100 QPS and 53 s at 300 (bench/operator); client-go's own 20 / 30 takes minutes.
 	DefaultAPIQPS   = 300
 	DefaultAPIBurst = 600
+	// DefaultUnlinkTimeout: how long a deleted Channel's finalizer retries the unlink of a
+	// space server that does not answer before it gives up and lets the Channel go. Long
+	// enough to ride out a space server's restart, short enough that a namespace whose
+	// server never came up is deleted in well under a minute.
+	DefaultUnlinkTimeout = 30 * time.Second
 )
 
 // Config is what SetupAll wires.
@@ -45,6 +50,9 @@ type Config struct {
 	StatsInterval time.Duration
 	// MaxConcurrentReconciles: workers per controller (0 or less: 1).
 	MaxConcurrentReconciles int
+	// UnlinkTimeout: how long a deleted Channel retries an unlink before giving up
+	// (0: DefaultUnlinkTimeout).
+	UnlinkTimeout time.Duration
 	// Edge, when set, is the edge's xDS server (Addr, NodeID, Options filled in); SetupAll
 	// gives it the manager's cache, an event recorder and a logger and adds it to mgr.
 	Edge *edge.Server
@@ -73,7 +81,7 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, c Config) error {
 	if err := spaceRec.SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	chRec := &ChannelReconciler{Client: mgr.GetClient(), Recorder: rec, Spaces: spaces}
+	chRec := &ChannelReconciler{Client: mgr.GetClient(), Recorder: rec, Spaces: spaces, UnlinkTimeout: c.UnlinkTimeout}
 	if c.StatsInterval > 0 {
 		chRec.Stats = NewStatsPoller(mgr.GetClient(), spaces, c.StatsInterval, mgr.GetLogger().WithName("stats"))
 		if err := mgr.Add(chRec.Stats); err != nil {

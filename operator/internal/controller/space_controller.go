@@ -56,14 +56,18 @@ type spaceScope struct {
 	released bool
 }
 
-// +kubebuilder:rbac:groups=conflux.dev,resources=spaces,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=conflux.dev,resources=spaces/status,verbs=get;update;patch
+// Only what the code does: the finalizer is patched, the status is patched, owned objects
+// are created and updated (applyOwned), never patched or deleted (the garbage collector
+// deletes them). spaces/finalizers: the owner references of the StatefulSet and Service
+// block their owner's deletion, which OwnerReferencesPermissionEnforcement allows only
+// with update on the owner's finalizers. Events: every reconciler's recorder (core/v1).
+// +kubebuilder:rbac:groups=conflux.dev,resources=spaces,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=conflux.dev,resources=spaces/status,verbs=patch
 // +kubebuilder:rbac:groups=conflux.dev,resources=spaces/finalizers,verbs=update
 // +kubebuilder:rbac:groups=conflux.dev,resources=channels,verbs=get;list;watch
-// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings one Space to its desired state.
 func (r *SpaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {

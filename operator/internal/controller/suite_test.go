@@ -46,6 +46,8 @@ const (
 	testEdgeNode = "test-edge"
 	// testStatsInterval: how often registered Channels re-read their stats in the suite.
 	testStatsInterval = time.Second
+	// testUnlinkTimeout: how long a deleted Channel's finalizer retries a failing unlink.
+	testUnlinkTimeout = 5 * time.Second
 	timeout           = 20 * time.Second
 	interval          = 100 * time.Millisecond
 )
@@ -96,7 +98,8 @@ func runSuite(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := SetupAll(ctx, mgr, Config{Image: testImage, Spaces: fakeSpaces, Webhooks: true,
-		StatsInterval: testStatsInterval, Edge: testEdge, MaxConcurrentReconciles: DefaultMaxConcurrentReconciles}); err != nil {
+		StatsInterval: testStatsInterval, Edge: testEdge, MaxConcurrentReconciles: DefaultMaxConcurrentReconciles,
+		UnlinkTimeout: testUnlinkTimeout}); err != nil {
 		panic(err)
 	}
 	done := make(chan error, 1)

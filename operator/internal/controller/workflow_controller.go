@@ -44,11 +44,14 @@ type workflowScope struct {
 	err             error
 }
 
+// workflows/finalizers: the workloads' owner references block the Workflow's deletion
+// (OwnerReferencesPermissionEnforcement). A workload whose kind changed is deleted.
 // +kubebuilder:rbac:groups=conflux.dev,resources=workflows,verbs=get;list;watch
-// +kubebuilder:rbac:groups=conflux.dev,resources=workflows/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=conflux.dev,resources=workflows/status,verbs=patch
+// +kubebuilder:rbac:groups=conflux.dev,resources=workflows/finalizers,verbs=update
 // +kubebuilder:rbac:groups=conflux.dev,resources=channels,verbs=get;list;watch
 // +kubebuilder:rbac:groups=conflux.dev,resources=fabrics,verbs=get;list;watch
-// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;list;watch;create;update;delete
 
 // Reconcile brings one Workflow to its desired state. Workloads are owned by the Workflow,
 // so deleting it deletes them; no finalizer is needed.

@@ -6,6 +6,8 @@ package spaceclient
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"sync"
 )
 
@@ -92,12 +94,35 @@ type Fake struct {
 	// StatsErrByKey: the error Stats returns for a key (with the key's stats).
 	StatsErrByKey map[string]error
 	batches       int
+	// down: the spaces (namespace/space) whose server does not answer (SetUnreachable).
+	down          map[string]bool
+	failedUnlinks map[string]int
 }
 
 // NewFake returns an empty Fake.
 func NewFake() *Fake {
 	return &Fake{Registered: map[string]bool{}, Unlinked: map[string]int{}, StatsByKey: map[string]ChannelStats{},
-		StatsErrByKey: map[string]error{}}
+		StatsErrByKey: map[string]error{}, down: map[string]bool{}, failedUnlinks: map[string]int{}}
+}
+
+// SetUnreachable makes every call for the channels of space (namespace/space) fail as a
+// call to a server that never came up does, or lets them through again.
+func (f *Fake) SetUnreachable(space string, down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down[space] = down
+}
+
+// unreachable is the error of a call to a space set unreachable, else nil; f.mu is held.
+func (f *Fake) unreachable(ref ChannelRef) error {
+	switch {
+	case !f.down[ref.Namespace+"/"+ref.Space]:
+		return nil
+	case ref.Endpoint == "":
+		return errors.New("the space has no endpoint yet")
+	}
+	host, _, _ := net.SplitHostPort(ref.Endpoint)
+	return fmt.Errorf("space %s: dial tcp: lookup %s: no such host", ref.Endpoint, host)
 }
 
 func (f *Fake) RegisterChannel(_ context.Context, ref ChannelRef) error {
@@ -106,6 +131,9 @@ func (f *Fake) RegisterChannel(_ context.Context, ref ChannelRef) error {
 	if f.RegisterErr != nil {
 		return f.RegisterErr
 	}
+	if err := f.unreachable(ref); err != nil {
+		return err
+	}
 	f.Registered[ref.Key()] = true
 	return nil
 }
@@ -113,6 +141,10 @@ func (f *Fake) RegisterChannel(_ context.Context, ref ChannelRef) error {
 func (f *Fake) UnlinkChannel(_ context.Context, ref ChannelRef) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.unreachable(ref); err != nil {
+		f.failedUnlinks[ref.Key()]++
+		return err
+	}
 	delete(f.Registered, ref.Key())
 	f.Unlinked[ref.Key()]++
 	return nil
@@ -121,6 +153,9 @@ func (f *Fake) UnlinkChannel(_ context.Context, ref ChannelRef) error {
 func (f *Fake) Stats(_ context.Context, ref ChannelRef) (ChannelStats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.unreachable(ref); err != nil {
+		return ChannelStats{}, err
+	}
 	return f.StatsByKey[ref.Key()], f.StatsErrByKey[ref.Key()]
 }
 
@@ -158,6 +193,13 @@ func (f *Fake) UnlinkCount(key string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.Unlinked[key]
+}
+
+// FailedUnlinkCount reports how many unlinks of key failed (its space unreachable).
+func (f *Fake) FailedUnlinkCount(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failedUnlinks[key]
 }
 
 // SetStats sets the stats reported for key.

@@ -54,6 +54,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	env := &envtest.Environment{}
+	// rbac_test.go: the operator must work where owner references are checked against RBAC
+	env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting envtest:", err)

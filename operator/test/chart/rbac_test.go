@@ -2,6 +2,7 @@ package chart
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -31,7 +33,10 @@ import (
 // The chart's RBAC is enough for the operator, and no more than the API server enforces:
 // the chart's ServiceAccount, ClusterRole, Role and bindings are created for real, then the
 // webhook certificate setup and a manager with every reconciler, leader election and the
-// edge run as that ServiceAccount (impersonated) and do their whole job.
+// edge run as that ServiceAccount (impersonated) and do their whole job. The API server
+// runs the OwnerReferencesPermissionEnforcement admission plugin (as OpenShift and many
+// hardened clusters do): owned objects that block their owner's deletion need update on
+// the owner's finalizers.
 func TestOperatorWorksWithTheChartsRBAC(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -65,6 +70,15 @@ func TestOperatorWorksWithTheChartsRBAC(t *testing.T) {
 	// the API server enforces RBAC (otherwise this test proves nothing)
 	err = saClient.List(ctx, &corev1.SecretList{})
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "listing every Secret as the operator must be forbidden, got %v", err)
+	// and OwnerReferencesPermissionEnforcement: an owner reference that blocks its owner's
+	// deletion needs update on the owner's finalizers, which the operator has for the kinds
+	// it owns objects with (Space, Workflow) and not for the others (Channel)
+	g.Eventually(func(g Gomega) {
+		g.Expect(saClient.Create(ctx, ownedService("Space"), client.DryRunAll)).To(Succeed())
+		err := saClient.Create(ctx, ownedService("Channel"), client.DryRunAll)
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+		g.Expect(err.Error()).To(ContainSubstring("cannot set blockOwnerDeletion"))
+	}, 10*time.Second, 100*time.Millisecond).Should(Succeed(), "the API server enforces blockOwnerDeletion")
 
 	// webhook certificates: the Secret and the caBundle of the chart's webhook configurations
 	for _, o := range webhookConfigs {
@@ -122,7 +136,6 @@ func TestOperatorWorksWithTheChartsRBAC(t *testing.T) {
 		g.Expect(lease.Spec.HolderIdentity).NotTo(BeNil())
 	}, wait, 100*time.Millisecond).Should(Succeed(), "leader election")
 	g.Eventually(func(g Gomega) {
-		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s"}, &appsv1.StatefulSet{})).To(Succeed())
 		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s"}, &corev1.Service{})).To(Succeed())
 		var sp conflux.Space
 		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s"}, &sp)).To(Succeed())
@@ -131,7 +144,12 @@ func TestOperatorWorksWithTheChartsRBAC(t *testing.T) {
 		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "c"}, &ch)).To(Succeed())
 		g.Expect(ch.Finalizers).To(ContainElement(conflux.FinalizerName))
 		g.Expect(ch.Status.ObservedGeneration).To(Equal(ch.Generation))
-		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "wf-ana"}, &appsv1.Deployment{})).To(Succeed())
+		var dep appsv1.Deployment
+		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "wf-ana"}, &dep)).To(Succeed())
+		g.Expect(blocksOwnerDeletion(dep.OwnerReferences, "Workflow")).To(BeTrue(), "the workload blocks its Workflow's deletion")
+		var sts appsv1.StatefulSet
+		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s"}, &sts)).To(Succeed())
+		g.Expect(blocksOwnerDeletion(sts.OwnerReferences, "Space")).To(BeTrue(), "the space server blocks its Space's deletion")
 		var fab conflux.Fabric
 		g.Expect(admin.Get(ctx, client.ObjectKey{Name: "ib"}, &fab)).To(Succeed())
 		g.Expect(fab.Status.Nodes).To(Equal(int32(1)))
@@ -154,4 +172,22 @@ func TestOperatorWorksWithTheChartsRBAC(t *testing.T) {
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s"}, &conflux.Space{}))
 	}, wait, 100*time.Millisecond).Should(BeTrue(), "the Space's finalizer ran")
+}
+
+// ownedService is a Service in the operator's namespace whose owner reference, to an object
+// of kind, blocks its owner's deletion.
+func ownedService(kind string) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "owned-by-" + strings.ToLower(kind), Namespace: namespace,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: conflux.GroupVersion.String(), Kind: kind, Name: "x",
+			UID: "00000000-0000-0000-0000-000000000001", BlockOwnerDeletion: ptr.To(true)}}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+}
+
+func blocksOwnerDeletion(refs []metav1.OwnerReference, kind string) bool {
+	for _, r := range refs {
+		if r.Kind == kind && r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion {
+			return true
+		}
+	}
+	return false
 }
