@@ -212,6 +212,15 @@ static int role_chan_source(void)
     struct tev bye = {.i = BYE, .n = 0, .data = buf};
     if (cx_chan_submit_wait(src, &bye, 30000) < 0)
         FAIL("chan-source: bye");
+    /* stay until the sink has left, so that a BYE lost on the fabric is sent again (a
+     * context destroyed at once takes its unacknowledged frames with it) */
+    struct cx_chan_stats st;
+    for (int i = 0; i < 9000; i++) {
+        cx_chan_stats(ev, &st);
+        if (st.sinks == 0)
+            break;
+        usleep(10000);
+    }
     fprintf(stderr, "  chan-source (%s): %d events of 0..%d bytes delivered in order over dpdk\n",
             cx_dpdk_port_desc(), CHAN_N, BIG);
     cx_chan_ctx_destroy(ctx);
