@@ -21,10 +21,14 @@
 
 #include "common/cx_error.h"
 
+#include <ucs/debug/debug.h>
+
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +36,32 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+/* UCX's error-signal handlers (UCX_ERROR_SIGNALS, by default ILL, SEGV, BUS, FPE) print a
+ * UCX backtrace for any crash of the process, the application's own included. libucs
+ * installs them when it is loaded, before main and before any ucp_init, so setting the
+ * variable at ucp_init comes too late: unless the user set UCX_ERROR_SIGNALS, it is set
+ * empty (for ucp_config_read and the programs this process runs) and the handlers that
+ * libucs installed are taken back, leaving whatever handler was there before. A handler
+ * the application installed since is not libucs's, and stays. Runs as a constructor
+ * (after libucs's own, which it depends on) and again before each ucp_init. */
+static void quiet_error_signals(void)
+{
+    if (getenv("UCX_ERROR_SIGNALS"))
+        return; /* the user's choice, even "" */
+    setenv("UCX_ERROR_SIGNALS", "", 0);
+    const int sigs[] = {SIGILL, SIGSEGV, SIGBUS, SIGFPE, SIGABRT};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction sa;
+        Dl_info di;
+        if (sigaction(sigs[i], NULL, &sa) == 0 && sa.sa_handler != SIG_DFL &&
+            sa.sa_handler != SIG_IGN && dladdr((void *)sa.sa_handler, &di) && di.dli_fname &&
+            strstr(di.dli_fname, "libucs"))
+            ucs_debug_disable_signal(sigs[i]);
+    }
+}
+
+__attribute__((constructor)) static void quiet_error_signals_at_load(void) { quiet_error_signals(); }
 
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static ucp_context_h ctx;
@@ -51,6 +81,7 @@ static int ucx_context(void)
         ctx = NULL; /* inherited across fork: unusable here, make our own (the copy leaks) */
     if (!ctx) {
         ctx_pid = getpid();
+        quiet_error_signals();
         ucp_config_t *cfg;
         ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
         if (st == UCS_OK) {

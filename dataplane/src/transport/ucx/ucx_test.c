@@ -1,8 +1,13 @@
 /* The ucx driver through the conformance suite. UCX_TLS is respected; unless the caller
  * set them, the tests use UCX_TLS=tcp,posix,sysv,self and UCX_NET_DEVICES=lo (loopback
  * only). Run with e.g. UCX_TLS=tcp or UCX_TLS=posix,self to test one transport. */
+#define _GNU_SOURCE
 #include "transport/conformance.h"
 #include "testutil/ucx_test_env.h"
+
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #ifdef CX_HAVE_UCX
 #include <ucs/config/global_opts.h>
@@ -31,6 +36,78 @@ static const char *ready(void) { return "UCX not built in (pkg-config ucx not fo
 static void mkaddr(char *buf, size_t cap) { snprintf(buf, cap, "ucx://127.0.0.1:0"); }
 
 CX_DECLARE_TRANSPORT_TESTS(ucx, UCX_OPS, mkaddr, ready)
+
+#ifdef CX_HAVE_UCX
+/* Whether sig's handler is one of libucs's. */
+static int ucs_handles(int sig)
+{
+    struct sigaction sa;
+    Dl_info di;
+    return sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL &&
+           sa.sa_handler != SIG_IGN && dladdr((void *)sa.sa_handler, &di) && di.dli_fname &&
+           strstr(di.dli_fname, "libucs") != NULL;
+}
+#endif
+
+/* UCX's crash handlers stay out of the process. The checks run in a fresh process (this
+ * binary again, running only this test with CX_UCX_SIGNALS_PROBE set), since libucs
+ * installs its handlers when it is loaded: "default" (UCX_ERROR_SIGNALS unset) wants, after
+ * a link made the UCX context, UCX_ERROR_SIGNALS "" and no error signal handled by libucs;
+ * "BUS" (the user's choice) wants the variable untouched and SIGBUS still libucs's. In the
+ * test run itself it does nothing: the next two tests start it. */
+CX_TEST(ucx_error_signals_probe)
+{
+    const char *mode = getenv("CX_UCX_SIGNALS_PROBE");
+    if (!mode)
+        return;
+#ifdef CX_HAVE_UCX
+    ready();
+    struct cx_link *a = NULL, *b = NULL;
+    CX_CHECK_EQ_INT(cx_conf_pair(UCX_OPS, mkaddr, &a, &b), 0);
+    cx_link_close(a);
+    cx_link_close(b);
+    const char *v = getenv("UCX_ERROR_SIGNALS");
+    int user = strcmp(mode, "default") != 0;
+    CX_CHECK(v && strcmp(v, user ? mode : "") == 0);
+    CX_CHECK(!ucs_handles(SIGSEGV) && !ucs_handles(SIGILL) && !ucs_handles(SIGFPE));
+    CX_CHECK(ucs_handles(SIGBUS) == user);
+#endif
+}
+
+/* Runs the probe in a fresh process with UCX_ERROR_SIGNALS set to value (NULL: unset). */
+static int probe(const char *value)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("CX_UCX_SIGNALS_PROBE", value ? value : "default", 1);
+        if (value)
+            setenv("UCX_ERROR_SIGNALS", value, 1);
+        else
+            unsetenv("UCX_ERROR_SIGNALS");
+        execl("/proc/self/exe", "ucx_test", "ucx_error_signals_probe", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+CX_TEST(ucx_error_signal_handlers_are_not_installed_by_default)
+{
+    const char *skip = ready();
+    if (skip)
+        CX_SKIP(skip);
+    CX_CHECK_EQ_INT(probe(NULL), 0);
+}
+
+CX_TEST(ucx_error_signals_set_by_the_user_are_kept)
+{
+    const char *skip = ready();
+    if (skip)
+        CX_SKIP(skip);
+    CX_CHECK_EQ_INT(probe("BUS"), 0);
+}
 
 CX_TEST_MAIN()
 
