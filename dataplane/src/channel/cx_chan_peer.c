@@ -278,6 +278,8 @@ static int peer_poll(void *arg, int budget)
     return rc;
 }
 
+int chan_peer_poll(struct chan_peer *p, int budget) { return peer_poll(p, budget); }
+
 static int peer_arm(void *arg)
 {
     struct chan_peer *p = arg;

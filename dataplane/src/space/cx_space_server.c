@@ -1133,8 +1133,7 @@ static int accept_poll(void *ctx, int budget)
             continue;
         }
         struct cx_link *k;
-        int rc = a->ops->accept_start ? a->ops->accept_start(a->listener, s->opts.first_frame_ms, &k)
-                                      : a->ops->accept(a->listener, 0, &k);
+        int rc = cx_listener_accept(a->ops, a->listener, s->opts.first_frame_ms, &k);
         if (rc == -ETIMEDOUT || rc == -EAGAIN)
             break;
         if (rc == -EMFILE || rc == -ENFILE) {

@@ -1,0 +1,68 @@
+/* Hostile peers for the tests of every listener (header only, test code): a raw TCP
+ * connection that says nothing or half a TLS ClientHello, and whether the server closed it
+ * yet. Used by ../space/hostile_test.c, ../pipe/pipe_links_test.c and
+ * ../channel/channel_test.c. */
+#ifndef HOSTILE_PEER_H
+#define HOSTILE_PEER_H
+
+#include "transport/cx_addr.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline double hp_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A raw TCP connection to a server address (scheme://host:port), non-blocking; -1 on
+ * failure. */
+static inline int hp_connect(const char *url)
+{
+    const char *hp = strstr(url, "://");
+    struct sockaddr_in sa;
+    if (!hp || cx_addr_inet(hp + 3, &sa) < 0)
+        return -1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    return fd;
+}
+
+/* Sends a TLS record header announcing a 512-byte handshake message, and 5 bytes of it.
+ * 0 or -1. */
+static inline int hp_partial_client_hello(int fd)
+{
+    static const uint8_t hello[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03};
+    return send(fd, hello, sizeof hello, MSG_NOSIGNAL) == (ssize_t)sizeof hello ? 0 : -1;
+}
+
+/* 1 once the server closed fd (EOF or reset), waiting up to ms; reads and drops data. */
+static inline int hp_closed_by_server(int fd, int ms)
+{
+    double end = hp_now_ms() + ms;
+    char sink[65536];
+    do {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        poll(&p, 1, 50);
+        ssize_t r = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+            return 1;
+    } while (hp_now_ms() < end);
+    return 0;
+}
+
+#endif
