@@ -3,6 +3,7 @@
  * only). Run with e.g. UCX_TLS=tcp or UCX_TLS=posix,self to test one transport. */
 #define _GNU_SOURCE
 #include "transport/conformance.h"
+#include "testutil/hostile_peer.h"
 #include "testutil/ucx_test_env.h"
 
 #include <dlfcn.h>
@@ -36,6 +37,81 @@ static const char *ready(void) { return "UCX not built in (pkg-config ucx not fo
 static void mkaddr(char *buf, size_t cap) { snprintf(buf, cap, "ucx://127.0.0.1:0"); }
 
 CX_DECLARE_TRANSPORT_TESTS(ucx, UCX_OPS, mkaddr, ready)
+
+/* accept_start: a peer that connects and says nothing, and one that announces a 4 GiB
+ * worker address, hold no one: a real peer connecting meanwhile is accepted and carries a
+ * message while the silent one is still pending; the liar is refused at once, and the
+ * silent one fails with -ETIMEDOUT at the deadline and its connection is closed. */
+CX_TEST(ucx_accept_start_serves_a_peer_while_a_silent_one_waits)
+{
+    const char *skip = ready();
+    if (skip)
+        CX_SKIP(skip);
+#ifdef CX_HAVE_UCX
+    enum { HS_MS = 3000 };
+    char addr[64];
+    mkaddr(addr, sizeof addr);
+    struct cx_listener *l;
+    CX_CHECK_EQ_INT(UCX_OPS->listen(addr, &l), 0);
+    const char *laddr = UCX_OPS->listener_addr(l);
+    int silent = hp_connect(laddr), liar = hp_connect(laddr);
+    CX_CHECK(silent >= 0 && liar >= 0);
+    uint32_t huge = 0xffffffffu;
+    CX_CHECK(send(liar, &huge, 4, MSG_NOSIGNAL) == 4);
+    struct cx_link *ks = NULL, *kl = NULL, *kg = NULL;
+    double t0 = hp_now_ms();
+    while ((!ks || !kl) && hp_now_ms() - t0 < 5000) {
+        struct cx_link *k;
+        if (UCX_OPS->accept_start(l, HS_MS, &k) == 0)
+            *(!ks ? &ks : &kl) = k;
+    }
+    CX_CHECK(ks && kl);
+    struct cx_conf_conn c = {.ops = UCX_OPS, .addr = laddr};
+    pthread_t th;
+    pthread_create(&th, NULL, cx_conf_connector, &c);
+    struct cx_conf_rx rx = {0};
+    int rs = 0, rl = 0, rg = 0, sent = 0;
+    while (rx.next < 1 && hp_now_ms() - t0 < HS_MS - 500) {
+        struct cx_link *k;
+        if (!kg && UCX_OPS->accept_start(l, HS_MS, &k) == 0)
+            kg = k;
+        if (rs >= 0)
+            rs = cx_link_progress(ks, cx_conf_on_msg, &rx, 16);
+        if (rl >= 0)
+            rl = cx_link_progress(kl, cx_conf_on_msg, &rx, 16);
+        if (kg && rg >= 0)
+            rg = cx_link_progress(kg, cx_conf_on_msg, &rx, 16);
+        if (kg && rg >= 0 && !sent && __atomic_load_n(&c.link, __ATOMIC_ACQUIRE)) {
+            pthread_join(th, NULL);
+            uint8_t buf[16];
+            sent = c.rc == 0 && cx_conf_send_seq(c.link, 0, buf) == 0 &&
+                   cx_link_flush(c.link, NULL, NULL, 2000) == 0;
+        }
+    }
+    double served_ms = hp_now_ms() - t0;
+    if (!sent)
+        pthread_join(th, NULL);
+    int still_pending = rs == 0;
+    fprintf(stderr, "  a real peer served in %.0f ms beside a silent one (pending: %d) and a "
+            "liar (%d: %s)\n", served_ms, still_pending, rl, rl < 0 ? cx_errmsg() : "");
+    while (rs >= 0 && hp_now_ms() - t0 < HS_MS + 5000)
+        rs = cx_link_progress(ks, cx_conf_on_msg, &rx, 16);
+    CX_CHECK(sent && rx.next == 1 && rx.bad == 0);
+    CX_CHECK(still_pending);
+    CX_CHECK_EQ_INT(rl, -EPROTO);
+    CX_CHECK_EQ_INT(rs, -ETIMEDOUT);
+    CX_CHECK(strstr(cx_errmsg(), "handshake not done within") != NULL);
+    cx_link_close(ks);
+    cx_link_close(kl);
+    CX_CHECK(hp_closed_by_server(silent, 2000) && hp_closed_by_server(liar, 2000));
+    close(silent);
+    close(liar);
+    cx_link_close(kg);
+    if (c.rc == 0)
+        cx_link_close(c.link);
+    UCX_OPS->listener_close(l);
+#endif
+}
 
 #ifdef CX_HAVE_UCX
 /* Whether sig's handler is one of libucs's. */
