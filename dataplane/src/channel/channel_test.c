@@ -1226,21 +1226,23 @@ CX_TEST(runtimes_listening_on_ucx_link_over_ucx)
 #endif
 }
 
-/* A runtime listening on tls while one peer sits on its port saying nothing and another
- * sent half a ClientHello: a second runtime opens a channel there and N events arrive while
- * both are still connected (so well before their handshake deadline, CONFLUX_HANDSHAKE_MS);
- * both are closed at the deadline, each with a line in the log (stderr, captured here). */
-CX_TEST(tls_silent_and_partial_peers_do_not_hold_the_runtime)
+#ifdef CX_HAVE_TLS
+/* A runtime listening on scheme while one peer sits on its port saying nothing and another
+ * started a handshake it never finishes: a second runtime opens a channel there and N
+ * events arrive while both are still connected (so well before their handshake deadline,
+ * CONFLUX_HANDSHAKE_MS); both are closed at the deadline, each with a line in the log
+ * (stderr, captured here). 0, or -1 with the failed checks printed. */
+static int hostile_over(const char *scheme)
 {
-#ifndef CX_HAVE_TLS
-    CX_SKIP("built without TLS (libssl-dev absent)");
-#else
     enum { HS_MS = 4000, N = 500 };
-    char dir[64] = "/tmp/cxchan-tls-XXXXXX", log[128];
-    CK(tc_env_up(dir) == 0);
+    char dir[64] = "/tmp/cxchan-hostile-XXXXXX", log[128], listen[64];
+    if (tc_env_up(dir) < 0)
+        return -1;
     snprintf(log, sizeof log, "%s/runtime.log", dir);
+    snprintf(listen, sizeof listen, "%s://127.0.0.1:0", scheme);
     int lf = open(log, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), saved = dup(2);
-    CK(lf >= 0 && saved >= 0 && dup2(lf, 2) == 2);
+    if (lf < 0 || saved < 0 || dup2(lf, 2) != 2)
+        return -1;
     char hs[16];
     snprintf(hs, sizeof hs, "%d", HS_MS);
     setenv("CONFLUX_HANDSHAKE_MS", hs, 1);
@@ -1251,11 +1253,11 @@ CX_TEST(tls_silent_and_partial_peers_do_not_hold_the_runtime)
     struct cx_chan_sink *k;
     struct rec got;
     rec_init(&got, REC_RD2);
-    struct cx_chan_ctx_opts o = {.listen = "tls://127.0.0.1:0", .tcp_only = 1};
+    struct cx_chan_ctx_opts o = {.listen = listen, .tcp_only = 1};
     int made = cx_chan_ctx_create(&o, &a) == 0;
     int silent = made ? hp_connect(cx_chan_ctx_addr(a)) : -1;
     int partial = made ? hp_connect(cx_chan_ctx_addr(a)) : -1;
-    int sent = partial >= 0 && hp_partial_client_hello(partial) == 0;
+    int sent = partial >= 0 && hp_partial_handshake(partial, scheme) == 0;
     double t0 = hp_now_ms();
     int ok = made && cx_chan_ctx_create(&o, &b) == 0 &&
              cx_chan_create(a, &(struct cx_chan_opts){.format = f2, .mode = CX_CHAN_RELIABLE}, &ch) == 0 &&
@@ -1284,20 +1286,49 @@ CX_TEST(tls_silent_and_partial_peers_do_not_hold_the_runtime)
     text[n > 0 ? n : 0] = '\0';
     close(lf);
     int lines = 0;
-    for (const char *p = text; (p = strstr(p, "conflux channel: dropped a connection from")); p++)
+    for (const char *p = text; (p = strstr(p, "conflux channel: dropped a connection before its hello"));
+         p++)
         lines++;
-    fprintf(stderr, "  %ld events in %.0f ms with a silent and a partial peer connected (still "
-            "open: %d, %d; deadline %d ms); log:\n%s", (long)got.n, ms, silent_open, partial_open,
-            HS_MS, text);
+    fprintf(stderr, "  %s: %ld events in %.0f ms with a silent and a partial peer connected "
+            "(still open: %d, %d; deadline %d ms); log:\n%s", scheme, (long)got.n, ms,
+            silent_open, partial_open, HS_MS, text);
     close(silent);
     close(partial);
     tc_env_down(dir);
-    CK(made && silent >= 0 && sent);
-    CK(ok);
-    CK(silent_open && partial_open);
-    CK(silent_closed && partial_closed);
-    CK(lines == 2 && strstr(text, "handshake not done within") != NULL);
-    CK(got.bad == 0 && got.gaps == 0 && got.misorder == 0);
+    struct { int ok; const char *what; } checks[] = {
+        {made && silent >= 0 && sent, "set-up"},
+        {ok, "the events arrived"},
+        {silent_open && partial_open, "both hostile peers still connected then"},
+        {silent_closed && partial_closed, "both closed at the deadline"},
+        {lines == 2 && strstr(text, "handshake not done within"), "two log lines"},
+        {got.bad == 0 && got.gaps == 0 && got.misorder == 0, "events intact and in order"},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof checks / sizeof *checks; i++)
+        if (!checks[i].ok) {
+            fprintf(stderr, "  check failed: %s\n", checks[i].what);
+            bad = -1;
+        }
+    return bad;
+}
+#endif
+
+CX_TEST(tls_silent_and_partial_peers_do_not_hold_the_runtime)
+{
+#ifndef CX_HAVE_TLS
+    CX_SKIP("built without TLS (libssl-dev absent)");
+#else
+    CK(hostile_over("tls") == 0);
+#endif
+}
+
+CX_TEST(ucx_silent_and_partial_peers_do_not_hold_the_runtime)
+{
+#if !defined(CX_HAVE_UCX) || !defined(CX_HAVE_TLS)
+    CX_SKIP("built without UCX or TLS (the test's certificates need OpenSSL)");
+#else
+    ucx_test_env(); /* as the ucx driver's tests: loopback only */
+    CK(hostile_over("ucx") == 0);
 #endif
 }
 

@@ -4,36 +4,20 @@
  * the handshake deadline (cx_handshake_ms) passed. A silent peer never makes its fd readable,
  * though, so nothing would call that progress: a timerfd, armed for the earliest deadline of
  * the peers accepted since, wakes the engine, which progresses those peers once; the ones
- * that fail then (a silent peer, a partial ClientHello) are logged and dropped like any
- * broken link, while every other peer was served meanwhile. */
+ * that fail then (a silent peer, a partial ClientHello) are logged (cx_chan_peer.c) and
+ * dropped like any broken link, while every other peer was served meanwhile. */
 #define _GNU_SOURCE
 #include "channel/cx_chan_int.h"
 
 #include "common/cx_error.h"
 
-#include <arpa/inet.h>
 #include <poll.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #define DEADLINE_SLACK_MS 20 /* the link's own clock must see its deadline passed */
-
-static void peer_name(struct cx_link *k, char *out, size_t cap)
-{
-    struct sockaddr_in sa;
-    socklen_t len = sizeof sa;
-    char ip[INET_ADDRSTRLEN];
-    int fd = cx_link_fd(k);
-    if (fd >= 0 && getpeername(fd, (struct sockaddr *)&sa, &len) == 0 && sa.sin_family == AF_INET &&
-        inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip))
-        snprintf(out, cap, "%s:%u", ip, ntohs(sa.sin_port));
-    else
-        snprintf(out, cap, "local");
-}
 
 /* Arms the timer for `at` unless it fires earlier already (ctx lock held). */
 static void arm_at(struct cx_chan_ctx *ctx, long long at)
@@ -59,12 +43,10 @@ int chan_listen_poll(void *arg, int budget)
         struct cx_link *k;
         if (cx_listener_accept(ls->ops, ls->l, hs_ms, &k) < 0)
             break; /* -EAGAIN: nobody waiting; other errors are transient (EMFILE) */
-        char from[64];
-        peer_name(k, from, sizeof from);
         pthread_mutex_lock(&ctx->lock);
         struct chan_peer *p;
         if (chan_peer_add(ctx, k, NULL, &p) == 0) {
-            snprintf(p->from, sizeof p->from, "%s", from);
+            p->accepted = 1;
             p->hs_until = chan_now_ms() + hs_ms + DEADLINE_SLACK_MS;
             arm_at(ctx, p->hs_until);
             chan_peer_register(p);
@@ -107,12 +89,8 @@ static int deadline_poll(void *arg, int budget)
         arm_at(ctx, next);
     pthread_mutex_unlock(&ctx->lock);
     /* peers are freed only by the engine's rounds, which do not run meanwhile */
-    for (size_t i = 0; i < n; i++) {
-        struct chan_peer *p = due[i];
-        if (chan_peer_poll(p, 1) < 0 && !p->addr[0])
-            fprintf(stderr, "conflux channel: dropped a connection from %s: %s\n", p->from,
-                    cx_errmsg());
-    }
+    for (size_t i = 0; i < n; i++)
+        chan_peer_poll(due[i], 1); /* logs a failure (the engine then drops the peer) */
     free(due);
     return (int)n + 1;
 }

@@ -122,8 +122,8 @@ struct chan_peer {
     size_t npushed, cpushed;
     struct chan_out *out, *out_tail; /* control frames to send (ctx lock) */
     unsigned queued;          /* events waiting in queues of dests on this peer (ctx lock) */
+    int accepted;             /* it dialed us (its failures before HELLO are logged) */
     long long hs_until;       /* accepted: progress it at this deadline (ms; 0 = done) */
-    char from[64];            /* accepted: the peer's "ip:port" ("local"), for the log */
 };
 
 struct cx_chan_source {

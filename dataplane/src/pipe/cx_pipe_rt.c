@@ -23,7 +23,6 @@
 struct pi_inbound {
     struct cx_link *link;
     uint64_t pipe_id;   /* from the writer's hello */
-    char peer[64];      /* "ip:port" (or "local"), for the log */
     struct pi_inbound *next;
 };
 
@@ -100,19 +99,6 @@ static void on_inbound(void *arg, const struct cx_frame_hdr *h, const void *p, s
     pi_reader_offer_direct(ib->pipe_id, h, p, len); /* h->seq: the segment's id */
 }
 
-static void peer_name(struct cx_link *k, char *out, size_t cap)
-{
-    struct sockaddr_in sa;
-    socklen_t len = sizeof sa;
-    char ip[INET_ADDRSTRLEN];
-    int fd = cx_link_fd(k);
-    if (fd >= 0 && getpeername(fd, (struct sockaddr *)&sa, &len) == 0 && sa.sin_family == AF_INET &&
-        inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip))
-        snprintf(out, cap, "%s:%u", ip, ntohs(sa.sin_port));
-    else
-        snprintf(out, cap, "local");
-}
-
 /* Accepts without waiting for any peer (cx_listener_accept): a writer's handshake runs in
  * its link's progress, called here every round (at most 20 ms apart), which fails a link
  * whose handshake is not done by the deadline; meanwhile the other writers are served. */
@@ -123,8 +109,6 @@ static int service_inbound(void)
         struct cx_link *k;
         if (cx_listener_accept(g_pi.lops, g_pi.listener, cx_handshake_ms(), &k) < 0)
             break;
-        char peer[64];
-        peer_name(k, peer, sizeof peer);
         if (cx_stack_assemble(&k, 1, &k) < 0) { /* dpdk: reliability, fragmentation */
             cx_link_close(k);
             continue;
@@ -135,7 +119,6 @@ static int service_inbound(void)
             break;
         }
         ib->link = k;
-        snprintf(ib->peer, sizeof ib->peer, "%s", peer);
         ib->next = g_pi.in;
         g_pi.in = ib;
         work++;
@@ -145,8 +128,8 @@ static int service_inbound(void)
         int n = cx_link_progress(ib->link, on_inbound, ib, 256);
         if (n < 0) { /* the writer left: its readers go on from the space */
             if (!ib->pipe_id) /* never said which pipe: a failed handshake, a stranger */
-                fprintf(stderr, "conflux pipe: dropped a direct link from %s before its hello: "
-                                "%s\n", ib->peer, cx_errmsg());
+                fprintf(stderr, "conflux pipe: dropped a direct link before its hello: %s\n",
+                        cx_errmsg()); /* tls and ucx name the peer */
             pi_reader_direct_gone(ib->pipe_id);
             *pp = ib->next;
             cx_link_close(ib->link);

@@ -155,20 +155,23 @@ CX_TEST(tls_full_address_with_test_certificates)
 }
 
 #ifdef CX_HAVE_TLS
-#define HS_MS 4000 /* the reader's handshake deadline (CONFLUX_HANDSHAKE_MS) in this test */
+#define HS_MS 4000 /* the reader's handshake deadline (CONFLUX_HANDSHAKE_MS) in these tests */
 
-/* A reader on tls whose stderr goes to log: tells the parent its listener's address, reads
- * all N, says "d" and waits for the parent's word before leaving (its listener must stay
- * up while the parent watches the hostile connections). */
-static void hostile_reader_main(const char *log, int to_parent, int from_parent)
+/* A reader listening on scheme with its stderr going to log: tells the parent its
+ * listener's address, reads all N, says "d" and waits for the parent's word before leaving
+ * (its listener must stay up while the parent watches the hostile connections). */
+static void hostile_reader_main(const char *scheme, const char *log, int to_parent, int from_parent)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     int lf = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (lf < 0 || dup2(lf, 2) < 0)
         _exit(2);
-    struct pi_options o = {.listen = "tls://127.0.0.1:0"};
+    char listen[64], name[64];
+    snprintf(listen, sizeof listen, "%s://127.0.0.1:0", scheme);
+    snprintf(name, sizeof name, "links-%s-hostile", scheme);
+    struct pi_options o = {.listen = listen};
     int s = pi_space_open(SP.addr, &o);
-    int r = s < 0 ? -1 : pi_attach("links-tls-hostile", s);
+    int r = s < 0 ? -1 : pi_attach(name, s);
     if (r < 0) {
         fprintf(stderr, "  reader: open: %s\n", cx_errmsg());
         _exit(3);
@@ -185,31 +188,30 @@ static void hostile_reader_main(const char *log, int to_parent, int from_parent)
     pi_shutdown();
     _exit(0);
 }
-#endif
 
-/* The reader's tls listener while a peer sits on it saying nothing and another sent half a
- * ClientHello: the writer's direct link is accepted and N segments stream through while
- * both are still connected (so well before their handshake deadline), and both are then
- * closed at the deadline, each with a line in the reader's log. */
-CX_TEST(tls_silent_and_partial_peers_do_not_hold_the_readers_listener)
+/* The reader's listener on scheme while a peer sits on it saying nothing and another
+ * started a handshake it never finishes: the writer's direct link is accepted and N
+ * segments stream through while both are still connected (so well before their handshake
+ * deadline), and both are then closed at the deadline, each with a line in the reader's
+ * log. 0, or -1 with the failed checks printed. */
+static int hostile_over(const char *scheme)
 {
-#ifndef CX_HAVE_TLS
-    CX_SKIP("built without TLS (libssl-dev absent)");
-#else
-    char dir[64] = "/tmp/cxpipe-tlsh-XXXXXX", log[128];
-    CX_CHECK_EQ_INT(tc_env_up(dir), 0);
-    CX_CHECK_EQ_INT(space_once(), 0);
+    char dir[64] = "/tmp/cxpipe-hostile-XXXXXX", log[128], name[64];
+    if (tc_env_up(dir) < 0 || space_once() < 0)
+        return -1;
     snprintf(log, sizeof log, "%s/reader.log", dir);
+    snprintf(name, sizeof name, "links-%s-hostile", scheme);
     char hs[16];
     snprintf(hs, sizeof hs, "%d", HS_MS);
     setenv("CONFLUX_HANDSHAKE_MS", hs, 1);
     int up[2], down[2];
-    CX_CHECK(pipe(up) == 0 && pipe(down) == 0);
+    if (pipe(up) != 0 || pipe(down) != 0)
+        return -1;
     pid_t rd = fork();
     if (rd == 0) {
         close(up[0]);
         close(down[1]);
-        hostile_reader_main(log, up[1], down[0]);
+        hostile_reader_main(scheme, log, up[1], down[0]);
     }
     close(up[1]);
     close(down[0]);
@@ -218,11 +220,11 @@ CX_TEST(tls_silent_and_partial_peers_do_not_hold_the_readers_listener)
     int got = read(up[0], addr, sizeof addr) == (ssize_t)sizeof addr;
     int silent = got ? hp_connect(addr) : -1;
     int partial = got ? hp_connect(addr) : -1;
-    int sent = partial >= 0 && hp_partial_client_hello(partial) == 0;
+    int sent = partial >= 0 && hp_partial_handshake(partial, scheme) == 0;
     double t0 = hp_now_ms();
     pid_t wr = got ? fork() : -1;
     if (wr == 0)
-        writer_main("links-tls-hostile", "tls");
+        writer_main(name, scheme);
     int served = wr > 0 && child_ok(wr, "writer");
     char c = 0;
     served = served && read(up[0], &c, 1) == 1 && c == 'd';
@@ -243,7 +245,7 @@ CX_TEST(tls_silent_and_partial_peers_do_not_hold_the_readers_listener)
     if (f)
         fclose(f);
     int lines = 0;
-    for (const char *p = text; (p = strstr(p, "dropped a direct link from")); p++)
+    for (const char *p = text; (p = strstr(p, "dropped a direct link before its hello")); p++)
         lines++;
     fprintf(stderr, "  reader's log:\n%s", text);
     close(silent);
@@ -251,13 +253,40 @@ CX_TEST(tls_silent_and_partial_peers_do_not_hold_the_readers_listener)
     close(up[0]);
     close(down[1]);
     tc_env_down(dir);
-    CX_CHECK(got && silent >= 0 && sent);
-    CX_CHECK(served);
-    CX_CHECK(silent_open && partial_open);
-    CX_CHECK(silent_closed && partial_closed);
-    CX_CHECK(reader_ok);
-    CX_CHECK_EQ_INT(lines, 2);
-    CX_CHECK(strstr(text, "handshake not done within") != NULL);
+    struct { int ok; const char *what; } checks[] = {
+        {got && silent >= 0 && sent, "set-up"},
+        {served, "the writer served"},
+        {silent_open && partial_open, "both hostile peers still connected then"},
+        {silent_closed && partial_closed, "both closed at the deadline"},
+        {reader_ok, "the reader's exit"},
+        {lines == 2 && strstr(text, "handshake not done within"), "two log lines"},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof checks / sizeof *checks; i++)
+        if (!checks[i].ok) {
+            fprintf(stderr, "  check failed: %s\n", checks[i].what);
+            bad = -1;
+        }
+    return bad;
+}
+#endif
+
+CX_TEST(tls_silent_and_partial_peers_do_not_hold_the_readers_listener)
+{
+#ifndef CX_HAVE_TLS
+    CX_SKIP("built without TLS (libssl-dev absent)");
+#else
+    CX_CHECK_EQ_INT(hostile_over("tls"), 0);
+#endif
+}
+
+CX_TEST(ucx_silent_and_partial_peers_do_not_hold_the_readers_listener)
+{
+#if !defined(CX_HAVE_UCX) || !defined(CX_HAVE_TLS)
+    CX_SKIP("built without UCX or TLS (the test's certificates need OpenSSL)");
+#else
+    ucx_test_env();
+    CX_CHECK_EQ_INT(hostile_over("ucx"), 0);
 #endif
 }
 

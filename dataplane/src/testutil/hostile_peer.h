@@ -1,6 +1,6 @@
 /* Hostile peers for the tests of every listener (header only, test code): a raw TCP
- * connection that says nothing or half a TLS ClientHello, and whether the server closed it
- * yet. Used by ../space/hostile_test.c, ../pipe/pipe_links_test.c and
+ * connection that says nothing or starts a handshake it never finishes (half a TLS
+ * ClientHello, part of a ucx worker address), and whether the server closed it yet. Used by ../space/hostile_test.c, ../pipe/pipe_links_test.c and
  * ../channel/channel_test.c. */
 #ifndef HOSTILE_PEER_H
 #define HOSTILE_PEER_H
@@ -48,6 +48,17 @@ static inline int hp_partial_client_hello(int fd)
 {
     static const uint8_t hello[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03};
     return send(fd, hello, sizeof hello, MSG_NOSIGNAL) == (ssize_t)sizeof hello ? 0 : -1;
+}
+
+/* The start of a handshake, never finished, for a listener of scheme: tls, half a
+ * ClientHello; ucx, a 64-byte worker address announced and 5 bytes of it. 0 or -1. */
+static inline int hp_partial_handshake(int fd, const char *scheme)
+{
+    if (strcmp(scheme, "ucx") == 0) {
+        static const uint8_t addr[] = {64, 0, 0, 0, 1, 2, 3, 4, 5};
+        return send(fd, addr, sizeof addr, MSG_NOSIGNAL) == (ssize_t)sizeof addr ? 0 : -1;
+    }
+    return hp_partial_client_hello(fd);
 }
 
 /* 1 once the server closed fd (EOF or reset), waiting up to ms; reads and drops data. */

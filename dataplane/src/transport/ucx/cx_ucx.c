@@ -11,6 +11,8 @@
  * an epoll set of the worker's event fd, the control socket and the link's kick eventfd
  * (cx_ucx_share.c); arm() is ucp_worker_arm.
  *
+ * accept_start runs the accepting side's exchange inside progress (cx_ucx_accept.c).
+ *
  * This file: the UCP context, the handshake, listen/accept/connect and the ops table
  * (each op runs with the link entered, cx_ucx_share.c). Exports exactly one ops table:
  * cx_ucx_ops. */

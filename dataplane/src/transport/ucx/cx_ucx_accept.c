@@ -10,6 +10,7 @@
 #include "common/cx_error.h"
 #include "transport/cx_addr.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,8 @@ static int hs_send(struct ucx_link *u)
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return 0;
         if (w < 0)
-            return cx_err_set(errno, "ucx: accepting: address exchange: %s", strerror(errno));
+            return cx_err_set(errno, "ucx: accepting %s: address exchange: %s", u->hs_peer,
+                              strerror(errno));
         u->hs_out_off += (size_t)w;
     }
     return 0;
@@ -61,8 +63,9 @@ static int hs_recv(struct ucx_link *u)
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return 0;
         if (r <= 0)
-            return cx_err_set(r == 0 ? ECONNRESET : errno, "ucx: accepting: the peer %s during "
-                              "the address exchange", r == 0 ? "hung up" : strerror(errno));
+            return cx_err_set(r == 0 ? ECONNRESET : errno, "ucx: accepting %s: the peer %s "
+                              "during the address exchange", u->hs_peer,
+                              r == 0 ? "hung up" : strerror(errno));
         u->hs_in_len += (size_t)r;
     }
     return 0;
@@ -79,6 +82,12 @@ int cx_ucx_hs_start(struct ucx_link *u, const void *addr, size_t alen, int hands
     memcpy(u->hs_out + 4, addr, alen);
     u->hs_out_len = 4 + alen; /* the last byte goes once our endpoint exists */
     u->hs_in_want = 4;
+    struct sockaddr_in sa = {0};
+    socklen_t sl = sizeof sa;
+    char ip[INET_ADDRSTRLEN] = "?";
+    if (getpeername(u->sock, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET)
+        inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+    snprintf(u->hs_peer, sizeof u->hs_peer, "%s:%u", ip, ntohs(sa.sin_port));
     u->hs = 1;
     u->hs_ms = handshake_ms;
     u->hs_deadline = now_ms() + handshake_ms;
@@ -100,8 +109,8 @@ int cx_ucx_hs_step(struct ucx_link *u)
         if (!in)
             return hs_fail(u, plen && plen <= CX_UCX_ADDR_MAX
                                   ? cx_err_set(ENOMEM, "ucx: out of memory")
-                                  : cx_err_set(EPROTO, "ucx: accepting: the peer sent a %u-byte "
-                                               "worker address", plen));
+                                  : cx_err_set(EPROTO, "ucx: accepting %s: the peer sent a "
+                                               "%u-byte worker address", u->hs_peer, plen));
         u->hs_in = in;
         u->hs_in_want = 4 + plen + 1;
         if ((rc = hs_recv(u)) < 0)
@@ -124,7 +133,8 @@ int cx_ucx_hs_step(struct ucx_link *u)
         return 1;
     }
     if (now_ms() >= u->hs_deadline) {
-        cx_err_set(ETIMEDOUT, "ucx: accepting: handshake not done within %d ms", u->hs_ms);
+        cx_err_set(ETIMEDOUT, "ucx: accepting %s: handshake not done within %d ms", u->hs_peer,
+                   u->hs_ms);
         return hs_fail(u, -ETIMEDOUT);
     }
     return 0;

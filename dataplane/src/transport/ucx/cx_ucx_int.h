@@ -76,6 +76,7 @@ struct ucx_link {
     uint8_t *hs_out, *hs_in;     /* ours: u32 length, address, later 1 byte; the peer's */
     size_t hs_out_len, hs_out_off, hs_in_len, hs_in_want;
     char hs_why[256];            /* why it failed, reported again by later calls */
+    char hs_peer[64];            /* the peer's "ip:port", for the messages */
 };
 
 /* The largest worker address a peer may announce. */
