@@ -1239,7 +1239,14 @@ static int hostile_over(const char *scheme)
     if (tc_env_up(dir) < 0)
         return -1;
     snprintf(log, sizeof log, "%s/runtime.log", dir);
-    snprintf(listen, sizeof listen, "%s://127.0.0.1:0", scheme);
+    char listen_b[64];
+    if (strcmp(scheme, "shm") == 0) { /* abstract sockets: one name per runtime */
+        snprintf(listen, sizeof listen, "shm://@cxchan-hostile-a-%d", (int)getpid());
+        snprintf(listen_b, sizeof listen_b, "shm://@cxchan-hostile-b-%d", (int)getpid());
+    } else {
+        snprintf(listen, sizeof listen, "%s://127.0.0.1:0", scheme);
+        snprintf(listen_b, sizeof listen_b, "%s", listen);
+    }
     int lf = open(log, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), saved = dup(2);
     if (lf < 0 || saved < 0 || dup2(lf, 2) != 2)
         return -1;
@@ -1253,13 +1260,14 @@ static int hostile_over(const char *scheme)
     struct cx_chan_sink *k;
     struct rec got;
     rec_init(&got, REC_RD2);
-    struct cx_chan_ctx_opts o = {.listen = listen, .tcp_only = 1};
+    struct cx_chan_ctx_opts o = {.listen = listen, .tcp_only = 1},
+                            ob = {.listen = listen_b, .tcp_only = 1};
     int made = cx_chan_ctx_create(&o, &a) == 0;
     int silent = made ? hp_connect(cx_chan_ctx_addr(a)) : -1;
     int partial = made ? hp_connect(cx_chan_ctx_addr(a)) : -1;
     int sent = partial >= 0 && hp_partial_handshake(partial, scheme) == 0;
     double t0 = hp_now_ms();
-    int ok = made && cx_chan_ctx_create(&o, &b) == 0 &&
+    int ok = made && cx_chan_ctx_create(&ob, &b) == 0 &&
              cx_chan_create(a, &(struct cx_chan_opts){.format = f2, .mode = CX_CHAN_RELIABLE}, &ch) == 0 &&
              cx_chan_source(ch, f2, &s) == 0 && cx_chan_open(b, cx_chan_id(ch), 10000, &ch2) == 0 &&
              cx_chan_sink(ch2, &(struct cx_chan_sink_opts){.format = f2}, on_rec, &got, &k) == 0 &&
@@ -1319,6 +1327,15 @@ CX_TEST(tls_silent_and_partial_peers_do_not_hold_the_runtime)
     CX_SKIP("built without TLS (libssl-dev absent)");
 #else
     CK(hostile_over("tls") == 0);
+#endif
+}
+
+CX_TEST(shm_silent_peer_does_not_hold_the_runtime)
+{
+#ifndef CX_HAVE_TLS
+    CX_SKIP("built without TLS (the test's certificates need OpenSSL)");
+#else
+    CK(hostile_over("shm") == 0);
 #endif
 }
 

@@ -167,7 +167,10 @@ static void hostile_reader_main(const char *scheme, const char *log, int to_pare
     if (lf < 0 || dup2(lf, 2) < 0)
         _exit(2);
     char listen[64], name[64];
-    snprintf(listen, sizeof listen, "%s://127.0.0.1:0", scheme);
+    if (strcmp(scheme, "shm") == 0) /* a bare scheme: its default abstract socket */
+        snprintf(listen, sizeof listen, "shm");
+    else
+        snprintf(listen, sizeof listen, "%s://127.0.0.1:0", scheme);
     snprintf(name, sizeof name, "links-%s-hostile", scheme);
     struct pi_options o = {.listen = listen};
     int s = pi_space_open(SP.addr, &o);
@@ -277,6 +280,15 @@ CX_TEST(tls_silent_and_partial_peers_do_not_hold_the_readers_listener)
     CX_SKIP("built without TLS (libssl-dev absent)");
 #else
     CX_CHECK_EQ_INT(hostile_over("tls"), 0);
+#endif
+}
+
+CX_TEST(shm_silent_peer_does_not_hold_the_readers_listener)
+{
+#ifndef CX_HAVE_TLS
+    CX_SKIP("built without TLS (the test's certificates need OpenSSL)");
+#else
+    CX_CHECK_EQ_INT(hostile_over("shm"), 0);
 #endif
 }
 

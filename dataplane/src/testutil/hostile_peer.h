@@ -10,9 +10,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,18 +25,34 @@ static inline double hp_now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* A raw TCP connection to a server address (scheme://host:port), non-blocking; -1 on
- * failure. */
+/* A raw connection to a server address, non-blocking: TCP for scheme://host:port, a Unix
+ * socket for shm://@name (abstract) or shm:///path. -1 on failure. */
 static inline int hp_connect(const char *url)
 {
     const char *hp = strstr(url, "://");
-    struct sockaddr_in sa;
-    if (!hp || cx_addr_inet(hp + 3, &sa) < 0)
+    struct sockaddr_storage ss = {0};
+    socklen_t len;
+    if (!hp)
         return -1;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (strncmp(url, "shm://", 6) == 0) {
+        struct sockaddr_un *un = (struct sockaddr_un *)&ss;
+        size_t n = strlen(hp + 3);
+        if (n == 0 || n >= sizeof un->sun_path)
+            return -1;
+        un->sun_family = AF_UNIX;
+        memcpy(un->sun_path, hp + 3, n);
+        if (un->sun_path[0] == '@')
+            un->sun_path[0] = '\0';
+        len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+    } else {
+        if (cx_addr_inet(hp + 3, (struct sockaddr_in *)&ss) < 0)
+            return -1;
+        len = sizeof(struct sockaddr_in);
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
         close(fd);
         return -1;
     }
@@ -51,9 +69,12 @@ static inline int hp_partial_client_hello(int fd)
 }
 
 /* The start of a handshake, never finished, for a listener of scheme: tls, half a
- * ClientHello; ucx, a 64-byte worker address announced and 5 bytes of it. 0 or -1. */
+ * ClientHello; ucx, a 64-byte worker address announced and 5 bytes of it; shm, nothing (its
+ * hello is one message: a partial one is a silent one). 0 or -1. */
 static inline int hp_partial_handshake(int fd, const char *scheme)
 {
+    if (strcmp(scheme, "shm") == 0)
+        return 0;
     if (strcmp(scheme, "ucx") == 0) {
         static const uint8_t addr[] = {64, 0, 0, 0, 1, 2, 3, 4, 5};
         return send(fd, addr, sizeof addr, MSG_NOSIGNAL) == (ssize_t)sizeof addr ? 0 : -1;
