@@ -1072,12 +1072,12 @@ static void refuse_pending(struct cx_space_server *s, struct cx_space_accept *a,
         close(s->spare_fd);
         s->spare_fd = -1;
     }
+    STAT_ADD(s, clients_refused, 1); /* before the close: whoever sees it sees the count */
     int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0)
         close(fd);
     if (spare)
         s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    STAT_ADD(s, clients_refused, 1);
     logc_(s, "connection on %s refused: %s", a->ops->listener_addr(a->listener), why);
 }
 
