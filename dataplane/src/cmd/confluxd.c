@@ -9,6 +9,7 @@
  */
 #include "api/cx_api.h"
 #include "common/cx_error.h"
+#include "common/cx_fabric_env.h"
 #include "sidecar/cx_sc_log.h"
 #include "sidecar/cx_sidecar.h"
 #include "space/cx_space_server.h"
@@ -67,7 +68,9 @@ static const char usage[] =
     "                          a session is always its opener's user's alone\n"
     "  --quiet                 no info log lines (JSON lines on stderr)\n"
     "  environment: CONFLUX_NAMESPACE, CONFLUX_POD_NAME, CONFLUX_NODE_NAME, CONFLUX_FABRIC,\n"
-    "  CONFLUX_RESTART_POLICY label the logs and metrics\n";
+    "  CONFLUX_RESTART_POLICY label the logs and metrics; with --transport=dpdk the port is\n"
+    "  the device the operator names (CONFLUX_DEVICE_RESOURCE, CONFLUX_NETWORK_STATUS,\n"
+    "  CONFLUX_MTU; dataplane/src/transport/cx_fabric_dev.h) unless CONFLUX_DPDK_* say otherwise\n";
 
 static int g_stop;
 
@@ -267,12 +270,12 @@ static const char *env_or(const char *name, const char *dflt)
 
 static int sidecar_main(int argc, char **argv)
 {
-    struct cx_sidecar_opts o = {.transport = env_or("CONFLUX_TRANSPORT", "tcp"),
+    struct cx_sidecar_opts o = {.transport = env_or(CX_ENV_TRANSPORT, "tcp"),
                                 .space = env_or("CONFLUX_SPACE", NULL)};
     o.pod = env_or("CONFLUX_POD_NAME", "");
     o.ns = env_or("CONFLUX_NAMESPACE", "");
     o.node = env_or("CONFLUX_NODE_NAME", "");
-    o.fabric = env_or("CONFLUX_FABRIC", "");
+    o.fabric = env_or(CX_ENV_FABRIC, "");
     o.restart_policy = env_or("CONFLUX_RESTART_POLICY", "");
     static const struct option opts[] = {
         {"role", required_argument, 0, 'r'},      {"socket", required_argument, 0, 'S'},

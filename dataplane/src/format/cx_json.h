@@ -1,4 +1,5 @@
-/* A small strict JSON reader (RFC 8259) for format schemas; internal to the format module.
+/* A small strict JSON reader (RFC 8259) for format schemas (and the network-status file,
+ * ../transport/cx_fabric_dev.c); internal to the library.
  * Rejects trailing bytes, duplicate object keys, control characters and bad escapes in
  * strings, lone surrogates, leading zeros, and nesting deeper than CX__JSON_MAX_DEPTH. */
 #ifndef CX_JSON_H

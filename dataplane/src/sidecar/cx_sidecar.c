@@ -7,6 +7,7 @@
 #endif
 #include "sidecar/cx_sidecar_int.h"
 #include "common/cx_error.h"
+#include "common/cx_fabric_env.h"
 #include "engine/cx_idle.h"
 #include "sidecar/cx_sc_log.h"
 
@@ -426,7 +427,11 @@ static const char *listen_for(const char *transport, char *buf, size_t cap)
                        : strcmp(transport, "tls") == 0 ? "tls" : "tcp";
     char ip[INET_ADDRSTRLEN] = "0.0.0.0";
     struct ifaddrs *ifs;
-    if (strcmp(scheme, "tcp") != 0 && getifaddrs(&ifs) == 0) {
+    /* dpdk on the device the operator named, or with its own address: the port's address
+     * (0.0.0.0 to the driver), not the kernel's, which belongs to another interface */
+    int dpdk_own = strcmp(scheme, "dpdk") == 0 &&
+                   (getenv("CONFLUX_DPDK_IP") || getenv(CX_ENV_DEVICE_RESOURCE) || getenv(CX_ENV_NETWORK_STATUS));
+    if (strcmp(scheme, "tcp") != 0 && !dpdk_own && getifaddrs(&ifs) == 0) {
         for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
             if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
                 !(i->ifa_flags & IFF_LOOPBACK)) {

@@ -16,10 +16,21 @@ import (
 // HugepagesVolume is the volume name of the hugepages mount added on fabrics that ask for it.
 const HugepagesVolume = "conflux-hugepages"
 
+// What the sidecar is told, under the names the data plane reads: the one list of them is
+// dataplane/src/common/cx_fabric_env.h, and fabricenv_test.go checks it against these (both
+// ways). Add a setting there and here together.
+const (
+	EnvTransport = "CONFLUX_TRANSPORT"
+	EnvFabric    = "CONFLUX_FABRIC"
+	EnvUCXTLS    = "UCX_TLS"
+	EnvDPDKArgs  = "CONFLUX_DPDK_ARGS"
+	EnvMTU       = "CONFLUX_MTU"
+)
+
 // How the sidecar learns its fast device (the issue's "PCIDEVICE_* and the network-status
 // annotation"): the device plugin sets PCIDEVICE_<RESOURCE> (the resource name upper-cased,
-// every non-alphanumeric character an underscore) in the sidecar, which requests the
-// resource; CONFLUX_DEVICE_RESOURCE names that resource. Multus writes the pod's
+// '/' and '.' turned into underscores) in the sidecar, which requests the resource;
+// CONFLUX_DEVICE_RESOURCE names that resource. Multus writes the pod's
 // network-status annotation (interfaces, IPs, MACs, device-info) once the pod is set up;
 // a downward-API volume puts it in the file CONFLUX_NETWORK_STATUS names (a file, not an
 // environment variable, because it may be written after the containers are created).
@@ -80,8 +91,8 @@ func ApplyFabric(tpl *corev1.PodTemplateSpec, f *conflux.Fabric) {
 		caps.Add = append(caps.Add, "IPC_LOCK")
 	}
 
-	setEnv(sc, "CONFLUX_TRANSPORT", string(f.Spec.Kind))
-	setEnv(sc, "CONFLUX_FABRIC", f.Name)
+	setEnv(sc, EnvTransport, string(f.Spec.Kind))
+	setEnv(sc, EnvFabric, f.Name)
 	for i, a := range sc.Args {
 		if strings.HasPrefix(a, "--transport=") {
 			sc.Args[i] = "--transport=" + string(f.Spec.Kind)
@@ -89,13 +100,13 @@ func ApplyFabric(tpl *corev1.PodTemplateSpec, f *conflux.Fabric) {
 	}
 	if t := f.Spec.Transport; t != nil {
 		if t.UCXTLS != "" {
-			setEnv(sc, "UCX_TLS", t.UCXTLS)
+			setEnv(sc, EnvUCXTLS, t.UCXTLS)
 		}
 		if len(t.DPDKArgs) > 0 {
-			setEnv(sc, "CONFLUX_DPDK_ARGS", strings.Join(t.DPDKArgs, " "))
+			setEnv(sc, EnvDPDKArgs, strings.Join(t.DPDKArgs, " "))
 		}
 		if t.MTU > 0 {
-			setEnv(sc, "CONFLUX_MTU", itoa(t.MTU))
+			setEnv(sc, EnvMTU, itoa(t.MTU))
 		}
 		if hp := t.Hugepages; hp != nil {
 			rn := corev1.ResourceName("hugepages-" + hp.PageSize)

@@ -17,7 +17,9 @@
  *   CONFLUX_DPDK_IP       this port's IPv4 address (else the first listen address's)
  *   CONFLUX_DPDK_DEVICE   which port, by device name ("net_memif0", a PCI address);
  *                         default the first port
- *   CONFLUX_DPDK_MTU      set the port's MTU (default: leave the device's)
+ *   CONFLUX_DPDK_MTU      set the port's MTU (default: CONFLUX_MTU, else the device's)
+ * In a Fabric pod the operator's variables (common/cx_fabric_env.h) fill in the device,
+ * address and MTU these leave unset: cx_dpdk_conf.h.
  *   CONFLUX_DPDK_PEER_TIMEOUT_MS  a link whose peer was silent this long fails (3000)
  *   CONFLUX_DPDK_WATCH_SPIN_US    after a link arms (its owner blocks on fd()), the watcher
  *                         polls without pause this long (100; 0 = naps of 50 us to 1 ms only)
@@ -33,7 +35,7 @@ struct cx_dpdk_config {
     const char *eal_args;     /* NULL = $CONFLUX_DPDK_ARGS (required one way or the other) */
     const char *ip;           /* NULL = $CONFLUX_DPDK_IP */
     const char *device;       /* NULL = $CONFLUX_DPDK_DEVICE */
-    unsigned mtu;             /* 0 = $CONFLUX_DPDK_MTU or the device's */
+    unsigned mtu;             /* 0 = $CONFLUX_DPDK_MTU, $CONFLUX_MTU or the device's */
     unsigned peer_timeout_ms; /* 0 = $CONFLUX_DPDK_PEER_TIMEOUT_MS or 3000 */
 };
 

@@ -4,6 +4,7 @@
 
 #include "common/cx_error.h"
 #include "transport/cx_txq.h"
+#include "transport/dpdk/cx_dpdk_conf.h"
 
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -48,11 +49,6 @@ uint64_t cx_dpdk_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static const char *pick(const char *given, const char *env)
-{
-    return given && *given ? given : getenv(env);
 }
 
 static int has_opt(char **argv, int argc, const char *a, const char *b)
@@ -116,7 +112,8 @@ static int find_port(const char *device, uint16_t *out)
 {
     if (device && *device) {
         if (rte_eth_dev_get_port_by_name(device, out) != 0)
-            return cx_err_set(ENODEV, "dpdk: no port named '%s' (CONFLUX_DPDK_DEVICE)", device);
+            return cx_err_set(ENODEV, "dpdk: no port named '%s' (CONFLUX_DPDK_DEVICE, or the "
+                                      "device plugin's PCI address)", device);
         return 0;
     }
     uint16_t pid;
@@ -235,23 +232,34 @@ static void remove_runtime_dir(void)
     g_runtime_dir[0] = 0;
 }
 
+/* The settings (cx_dpdk_conf.h); a network-status file Multus has not filled yet is waited
+ * for as long as a memif server is. */
+static int plan_locked(const struct cx_dpdk_config *c, struct cx_dpdk_plan *pl)
+{
+    int rc;
+    uint64_t t0 = cx_dpdk_now_ns();
+    while ((rc = cx_dpdk_plan_make(c, pl)) == -EAGAIN &&
+           cx_dpdk_now_ns() - t0 < START_WAIT_MS * 1000000ull)
+        usleep(200000);
+    return rc;
+}
+
 static int setup_locked(const struct cx_dpdk_config *c)
 {
     struct cx_dpdk_port *p = &g_port;
-    const char *ipstr = pick(c ? c->ip : NULL, "CONFLUX_DPDK_IP");
+    static struct cx_dpdk_plan pl; /* 4 KiB of arguments: not on the caller's stack */
+    int rc = plan_locked(c, &pl);
+    if (rc < 0)
+        return rc;
     uint32_t ip = 0;
-    if (ipstr && *ipstr) {
+    if (pl.ip[0]) {
         struct in_addr a;
-        if (inet_pton(AF_INET, ipstr, &a) != 1)
-            return cx_err_set(EINVAL, "dpdk: '%s' is not an IPv4 address (CONFLUX_DPDK_IP)", ipstr);
+        if (inet_pton(AF_INET, pl.ip, &a) != 1)
+            return cx_err_set(EINVAL, "dpdk: '%s' is not an IPv4 address", pl.ip);
         ip = ntohl(a.s_addr);
     }
-    unsigned mtu = c && c->mtu ? c->mtu : 0, tmo = c && c->peer_timeout_ms ? c->peer_timeout_ms : 0;
+    unsigned mtu = pl.mtu, tmo = pl.peer_timeout_ms;
     const char *s;
-    if (!mtu && (s = getenv("CONFLUX_DPDK_MTU")) && *s && (mtu = (unsigned)atoi(s)) < 576)
-        return cx_err_set(EINVAL, "dpdk: CONFLUX_DPDK_MTU='%s' (576..9000)", s);
-    if (!tmo && (s = getenv("CONFLUX_DPDK_PEER_TIMEOUT_MS")) && *s && (tmo = (unsigned)atoi(s)) == 0)
-        return cx_err_set(EINVAL, "dpdk: CONFLUX_DPDK_PEER_TIMEOUT_MS='%s' (milliseconds > 0)", s);
     unsigned spin = WATCH_SPIN_US;
     if ((s = getenv("CONFLUX_DPDK_WATCH_SPIN_US")) && *s) {
         char *end;
@@ -260,12 +268,11 @@ static int setup_locked(const struct cx_dpdk_config *c)
             return cx_err_set(EINVAL, "dpdk: CONFLUX_DPDK_WATCH_SPIN_US='%s' (0..1000000)", s);
         spin = (unsigned)v;
     }
-    int rc = eal_start(pick(c ? c->eal_args : NULL, "CONFLUX_DPDK_ARGS"));
-    if (rc < 0)
+    if ((rc = eal_start(pl.eal_args)) < 0)
         return rc;
     snprintf(g_runtime_dir, sizeof g_runtime_dir, "%s", rte_eal_get_runtime_dir());
     atexit(remove_runtime_dir);
-    if ((rc = find_port(pick(c ? c->device : NULL, "CONFLUX_DPDK_DEVICE"), &p->port_id)) < 0)
+    if ((rc = find_port(pl.device, &p->port_id)) < 0)
         return rc;
     if ((rc = port_start(p, mtu)) < 0)
         return rc;

@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include "transport/dpdk/cx_dpdk_wire.h"
 #include "transport/dpdk/dpdk_test_util.h"
+#include "common/cx_fabric_env.h"
 
 #ifdef CX_HAVE_DPDK
 #include "transport/dpdk/cx_dpdk.h"
@@ -507,10 +508,15 @@ CX_TEST(dpdk_memif_two_processes_session)
 
 /* Runs the session between a listening peer in one namespace and a connecting one in
  * another, over a veth pair, each on a vdev of driver pmd (with extra arguments) on its
- * end. 0, PEER_NO_DPDK, or -1 with why[] set. */
-static int run_pair_in_namespaces(const char *pmd, const char *extra, char *why, size_t cap)
+ * end. With operator set (pmd unused), each peer is set up as a Fabric pod is instead: its
+ * port, address and MTU come only from a Multus network-status file naming its veth end and
+ * from CONFLUX_MTU (OPERATOR_MTU, then checked on the veth). 0, PEER_NO_DPDK, or -1 with
+ * why[] set. */
+#define OPERATOR_MTU 1400
+static int run_pair_in_namespaces(const char *pmd, const char *extra, int operator, char *why,
+                                  size_t cap)
 {
-    char na[64], nb[64], va[16], vb[16];
+    char na[64], nb[64], va[16], vb[16], sa_path[96] = "", sb_path[96] = "";
     snprintf(na, sizeof na, "cxdpdk-a-%d", (int)getpid());
     snprintf(nb, sizeof nb, "cxdpdk-b-%d", (int)getpid());
     snprintf(va, sizeof va, "cxdpa%d", (int)getpid() % 100000);
@@ -525,7 +531,7 @@ static int run_pair_in_namespaces(const char *pmd, const char *extra, char *why,
         snprintf(why, cap, "could not make namespaces %s, %s with veth %s-%s", na, nb, va, vb);
         goto out;
     }
-    char ea[512], eb[512], ia[64] = "CONFLUX_DPDK_IP=10.78.0.1", ib[64] = "CONFLUX_DPDK_IP=10.78.0.2";
+    char ea[512], eb[512], ia[128] = "CONFLUX_DPDK_IP=10.78.0.1", ib[128] = "CONFLUX_DPDK_IP=10.78.0.2";
     char vda[128], vdb[128];
     snprintf(vda, sizeof vda, "%s0,iface=%s%s", pmd, va, extra);
     snprintf(vdb, sizeof vdb, "%s0,iface=%s%s", pmd, vb, extra);
@@ -535,7 +541,31 @@ static int run_pair_in_namespaces(const char *pmd, const char *extra, char *why,
      * memif tests do that with the 3 s default): on a loaded machine a peer setting up its
      * XDP program can be silent for longer, so allow it 20 s. */
     char tmo[] = "CONFLUX_DPDK_PEER_TIMEOUT_MS=20000";
-    char *enva[] = {ea, ia, tmo, NULL}, *envb[] = {eb, ib, tmo, NULL};
+    char *enva[] = {ea, ia, tmo, NULL, NULL}, *envb[] = {eb, ib, tmo, NULL, NULL};
+    char mtu[32];
+    if (operator) {
+        snprintf(sa_path, sizeof sa_path, "/tmp/%s.network-status", na);
+        snprintf(sb_path, sizeof sb_path, "/tmp/%s.network-status", nb);
+        /* no CONFLUX_DPDK_IP, no device in the EAL arguments: only what Multus says */
+        const char *ips[2] = {"10.78.0.1", "10.78.0.2"}, *ifs[2] = {va, vb}, *paths[2] = {sa_path, sb_path};
+        for (int k = 0; k < 2; k++) {
+            FILE *f = fopen(paths[k], "w");
+            if (!f) {
+                snprintf(why, cap, "cannot write %s", paths[k]);
+                goto out;
+            }
+            fprintf(f, "[{\"name\":\"cbr0\",\"interface\":\"eth0\",\"ips\":[\"10.244.0.%d\"],"
+                       "\"default\":true},{\"name\":\"default/fast\",\"interface\":\"%s\","
+                       "\"ips\":[\"%s\"]}]", k + 5, ifs[k], ips[k]);
+            fclose(f);
+        }
+        snprintf(ea, sizeof ea, CX_ENV_DPDK_ARGS "=--no-huge -m 160 --file-prefix=%s", na);
+        snprintf(eb, sizeof eb, CX_ENV_DPDK_ARGS "=--no-huge -m 160 --file-prefix=%s", nb);
+        snprintf(ia, sizeof ia, CX_ENV_NETWORK_STATUS "=%s", sa_path);
+        snprintf(ib, sizeof ib, CX_ENV_NETWORK_STATUS "=%s", sb_path);
+        snprintf(mtu, sizeof mtu, CX_ENV_MTU "=%d", OPERATOR_MTU);
+        enva[3] = envb[3] = mtu;
+    }
     char *arga[] = {"dpdk_test", "--cx-role", "peer", "listen", "dpdk://10.78.0.1:7300", NULL};
     char *argb[] = {"dpdk_test", "--cx-role", "peer", "connect", "dpdk://10.78.0.1:7300", NULL};
     char la[128], lb[128];
@@ -552,9 +582,14 @@ static int run_pair_in_namespaces(const char *pmd, const char *extra, char *why,
         rc = PEER_NO_DPDK;
     else if (sa != 0 || sb != 0)
         snprintf(why, cap, "the listening peer exited with %d, the connecting one with %d", sa, sb);
+    else if (operator && (tu_sh("ip -n %s link show %s | grep -q 'mtu %d '", na, va, OPERATOR_MTU) ||
+                          tu_sh("ip -n %s link show %s | grep -q 'mtu %d '", nb, vb, OPERATOR_MTU)))
+        snprintf(why, cap, "the ports did not take %s=%d", CX_ENV_MTU, OPERATOR_MTU);
     else
         rc = 0;
 out:
+    if (sa_path[0])
+        unlink(sa_path), unlink(sb_path);
     if (pa > 0) kill(pa, SIGKILL), waitpid(pa, NULL, 0);
     if (pb > 0) kill(pb, SIGKILL), waitpid(pb, NULL, 0);
     tu_sh("ip netns del %s", na), tu_sh("ip netns del %s", nb); /* takes the veth pair along */
@@ -576,7 +611,22 @@ CX_TEST(dpdk_af_packet_veth_between_namespaces)
     const char *why = netns_ready();
     if (why) CX_SKIP("%s", why);
     char msg[256];
-    int rc = run_pair_in_namespaces("net_af_packet", "", msg, sizeof msg);
+    int rc = run_pair_in_namespaces("net_af_packet", "", 0, msg, sizeof msg);
+    if (rc == PEER_NO_DPDK) CX_SKIP("net_af_packet would not start (DPDK's reason above)");
+    if (rc < 0) fprintf(stderr, "  %s\n", msg);
+    CX_CHECK_EQ_INT(rc, 0);
+}
+
+/* A dpdk Fabric pod's port from what the operator and Multus provide alone: each peer finds
+ * its interface and address in a network-status file (CONFLUX_NETWORK_STATUS), gets an
+ * af_packet port on that interface (it has no PCI device) and sets the MTU the operator
+ * passes as CONFLUX_MTU; the session then runs between the two addresses Multus named. */
+CX_TEST(dpdk_port_from_the_operators_network_status)
+{
+    const char *why = netns_ready();
+    if (why) CX_SKIP("%s", why);
+    char msg[256];
+    int rc = run_pair_in_namespaces("net_af_packet", "", 1, msg, sizeof msg);
     if (rc == PEER_NO_DPDK) CX_SKIP("net_af_packet would not start (DPDK's reason above)");
     if (rc < 0) fprintf(stderr, "  %s\n", msg);
     CX_CHECK_EQ_INT(rc, 0);
@@ -589,7 +639,7 @@ CX_TEST(dpdk_af_xdp_veth_between_namespaces)
     const char *why = netns_ready();
     if (why) CX_SKIP("%s", why);
     char msg[256];
-    int rc = run_pair_in_namespaces("net_af_xdp", ",start_queue=0,queue_count=1", msg,
+    int rc = run_pair_in_namespaces("net_af_xdp", ",start_queue=0,queue_count=1", 0, msg,
                                     sizeof msg);
     if (rc == PEER_NO_DPDK) CX_SKIP("net_af_xdp would not start (DPDK's reason above)");
     if (rc < 0) fprintf(stderr, "  %s\n", msg);
@@ -678,6 +728,7 @@ static const char *no_dpdk(void) { return TU_NO_DPDK; }
 static void memif_addr(char *buf, size_t cap) { snprintf(buf, cap, "dpdk://10.77.0.1:0"); }
 CX_DECLARE_TRANSPORT_TESTS(dpdk_memif, &absent, memif_addr, no_dpdk)
 CX_TEST(dpdk_af_packet_veth_between_namespaces) { CX_SKIP(TU_NO_DPDK); }
+CX_TEST(dpdk_port_from_the_operators_network_status) { CX_SKIP(TU_NO_DPDK); }
 CX_TEST(dpdk_af_xdp_veth_between_namespaces) { CX_SKIP(TU_NO_DPDK); }
 
 #endif
