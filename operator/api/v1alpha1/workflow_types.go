@@ -195,11 +195,14 @@ type WorkflowStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// Workflow is a set of components coupled by channels, placed by fabric. Each component's
-// workload is named <workflow>-<component>, which must be a label-sized name: at most 63
-// characters, 52 for a StatefulSet (its pods' label controller-revision-hash adds a
-// suffix), and without dots for a StatefulSet (its pods' hostnames).
-// +kubebuilder:validation:XValidation:rule="!has(self.spec.components) || self.spec.components.all(c, self.metadata.name.size() + 1 + c.name.size() <= (has(c.workload) && c.workload == 'StatefulSet' ? 52 : 63))",message="workload names <workflow>-<component> are at most 63 characters, 52 for a StatefulSet (its pods get the label controller-revision-hash=<name>-<hash>): shorten the Workflow or component name"
+// Workflow is a set of components coupled by channels, placed by fabric. Its name is the
+// value of the label conflux.dev/workflow (at most 63 characters); each component's workload
+// is named <workflow>-<component>: for a StatefulSet at most 52 characters (its pods get the
+// label controller-revision-hash=<name>-<hash>) and without dots (its pods' hostnames). The
+// validating webhook keeps a Deployment's name to 63 characters (a DNS label, as Kubernetes
+// recommends for pod hostnames) for new components.
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="a Workflow name is at most 63 characters: it is the value of the label conflux.dev/workflow on its workloads and pods"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.components) || self.spec.components.all(c, !has(c.workload) || c.workload != 'StatefulSet' || self.metadata.name.size() + 1 + c.name.size() <= 52)",message="a StatefulSet component's name <workflow>-<component> is at most 52 characters: its pods get the label controller-revision-hash=<name>-<hash> (at most 63); shorten the Workflow or component name"
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.components) || !self.metadata.name.contains('.') || !self.spec.components.exists(c, has(c.workload) && c.workload == 'StatefulSet')",message="a Workflow with a StatefulSet component needs a name without dots: its pods' hostnames are <workflow>-<component>-<ordinal>"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

@@ -50,3 +50,25 @@ func TestValidateNodeSelectorValues(t *testing.T) {
 	g.Expect(errs[0].Error()).To(ContainSubstring("must be no more than 63 characters"))
 	g.Expect(errs[1].Error()).To(ContainSubstring(`spec.nodeSelector[z]: Invalid value: "-x": nodeSelector values must be label values`))
 }
+
+func TestValidateWorkloadNames(t *testing.T) {
+	g := NewWithT(t)
+	wf := "workflow-with-a-name-of-forty-characters" // 40
+	g.Expect(wf).To(HaveLen(40))
+	comps := func(names ...string) *conflux.WorkflowSpec {
+		s := &conflux.WorkflowSpec{}
+		for _, n := range names {
+			s.Components = append(s.Components, conflux.Component{Name: n})
+		}
+		return s
+	}
+	fits, long := "c234567890123456789012", "c2345678901234567890123" // 63 and 64 with the workflow
+	g.Expect(ValidateWorkloadNames(wf, comps(fits), nil)).To(BeEmpty())
+	errs := ValidateWorkloadNames(wf, comps(fits, long), nil)
+	g.Expect(errs).To(HaveLen(1))
+	g.Expect(errs[0].Error()).To(ContainSubstring("spec.components[1].name"))
+	g.Expect(errs[0].Error()).To(ContainSubstring("is 64 characters, at most 63"))
+	// an update keeps a component that existed before, refuses a new one
+	g.Expect(ValidateWorkloadNames(wf, comps(long, fits), comps(long))).To(BeEmpty())
+	g.Expect(ValidateWorkloadNames(wf, comps(long, long+"x"), comps(long))).To(HaveLen(1))
+}

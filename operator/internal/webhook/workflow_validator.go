@@ -19,7 +19,8 @@ import (
 // +kubebuilder:webhook:path=/validate-conflux-dev-v1alpha1-workflow,mutating=false,failurePolicy=fail,sideEffects=None,groups=conflux.dev,resources=workflows,verbs=create;update,versions=v1alpha1,name=vworkflow.conflux.dev,admissionReviewVersions=v1
 
 // WorkflowValidator checks what the CRD's CEL rules cannot say cheaply: that dependsOn and
-// colocateWith name components of the same workflow, that dependsOn has no cycle, and
+// colocateWith name components of the same workflow, that dependsOn has no cycle, that new
+// components' workload names fit a DNS label (sparing existing ones, which CEL cannot) and
 // (reading the namespace's Channels, which CEL cannot) that no pipe has two writers.
 type WorkflowValidator struct {
 	// Reader lists the Channels; the API server itself, so that a Channel created just
@@ -30,23 +31,28 @@ type WorkflowValidator struct {
 var _ admission.CustomValidator = WorkflowValidator{}
 
 func (v WorkflowValidator) ValidateCreate(ctx context.Context, obj runtime.Object) (admission.Warnings, error) {
-	return nil, v.validate(ctx, obj)
+	return nil, v.validate(ctx, obj, nil)
 }
 
-func (v WorkflowValidator) ValidateUpdate(ctx context.Context, _, obj runtime.Object) (admission.Warnings, error) {
-	return nil, v.validate(ctx, obj)
+func (v WorkflowValidator) ValidateUpdate(ctx context.Context, old, obj runtime.Object) (admission.Warnings, error) {
+	return nil, v.validate(ctx, obj, old)
 }
 
 func (WorkflowValidator) ValidateDelete(context.Context, runtime.Object) (admission.Warnings, error) {
 	return nil, nil
 }
 
-func (v WorkflowValidator) validate(ctx context.Context, obj runtime.Object) error {
+func (v WorkflowValidator) validate(ctx context.Context, obj, old runtime.Object) error {
 	wf, ok := obj.(*conflux.Workflow)
 	if !ok {
 		return fmt.Errorf("expected a Workflow, got %T", obj)
 	}
+	var oldSpec *conflux.WorkflowSpec
+	if o, ok := old.(*conflux.Workflow); ok {
+		oldSpec = &o.Spec
+	}
 	errs := ValidateWorkflowGraph(&wf.Spec)
+	errs = append(errs, ValidateWorkloadNames(wf.Name, &wf.Spec, oldSpec)...)
 	if v.Reader != nil {
 		pipes, err := pipeChannels(ctx, v.Reader, wf.Namespace)
 		if err != nil {
