@@ -200,3 +200,26 @@ func TestAdmissionTypedPodTemplate(t *testing.T) {
 	g.Expect(tpl.Annotations).To(HaveKeyWithValue("note", "kept"))
 	g.Expect(tpl.Spec.Containers[0].Resources.Limits).To(HaveKeyWithValue(corev1.ResourceCPU, resource.MustParse("1")))
 }
+
+// TestAdmissionNewComponentNameOnUpdate: the webhook checks a component added by an update.
+func TestAdmissionNewComponentNameOnUpdate(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	wf := admWorkflow(ns, longName(40), conflux.Component{Name: "a"})
+	g.Expect(k8sClient.Create(ctx, wf)).To(Succeed())
+	g.Eventually(func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(wf), wf); err != nil {
+			return err
+		}
+		wf.Spec.Components = append(wf.Spec.Components, conflux.Component{Name: longName(23), Template: appTemplate()})
+		return k8sClient.Update(ctx, wf)
+	}, timeout, interval).Should(MatchError(ContainSubstring("is 64 characters, at most 63")))
+	g.Eventually(func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(wf), wf); err != nil {
+			return err
+		}
+		wf.Spec.Components = append(wf.Spec.Components, conflux.Component{Name: longName(22), Template: appTemplate()})
+		return k8sClient.Update(ctx, wf)
+	}, timeout, interval).Should(Succeed())
+}
