@@ -31,8 +31,12 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.transport) || !has(self.transport.dpdkArgs) || self.kind == 'dpdk'",message="transport.dpdkArgs is only allowed with kind dpdk"
 // +kubebuilder:validation:XValidation:rule="!has(self.transport) || !has(self.transport.ucxTLS) || self.kind == 'rdma'",message="transport.ucxTLS is only allowed with kind rdma"
 type FabricSpec struct {
-	// NodeSelector selects the nodes of the fabric domain.
+	// NodeSelector selects the nodes of the fabric domain: label keys and values as in a
+	// pod's nodeSelector (the values are checked by the validating webhook: CEL cannot
+	// bound the length of a map's values).
 	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]$') && (!k.contains('/') || k.indexOf('/') <= 253))",message="nodeSelector keys must be label keys: [prefix/]name, name at most 63 characters (a-z, A-Z, 0-9, -, _ and ., alphanumeric at both ends), prefix a DNS subdomain"
 	NodeSelector map[string]string `json:"nodeSelector"`
 	// Kind: rdma or dpdk.
 	Kind FabricKind `json:"kind"`
@@ -42,9 +46,10 @@ type FabricSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	ResourceName string `json:"resourceName,omitempty"`
-	// NetworkAttachment is the Multus NetworkAttachmentDefinition ("name" or "namespace/name")
-	// added to the pods' k8s.v1.cni.cncf.io/networks annotation.
+	// NetworkAttachment is the Multus NetworkAttachmentDefinition ("name" or "namespace/name",
+	// DNS-1123) added to the pods' k8s.v1.cni.cncf.io/networks annotation.
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="networkAttachment must be name or namespace/name: a DNS-1123 subdomain, optionally after a DNS-1123 label and /"
 	// +optional
 	NetworkAttachment string `json:"networkAttachment,omitempty"`
 	// Transport settings passed to the sidecar.
@@ -72,7 +77,8 @@ type FabricTransport struct {
 	MTU int32 `json:"mtu,omitempty"`
 }
 
-// Hugepages requested per pod.
+// Hugepages requested per pod: size is a positive multiple of pageSize.
+// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self.size)) || !isQuantity(self.pageSize) || (quantity(string(self.size)).isInteger() && quantity(string(self.size)).asInteger() > 0 && quantity(string(self.size)).asInteger() % quantity(self.pageSize).asInteger() == 0)",message="hugepages.size must be a positive multiple of hugepages.pageSize"
 type Hugepages struct {
 	// PageSize: 2Mi or 1Gi.
 	// +kubebuilder:validation:Enum="2Mi";"1Gi"
@@ -96,7 +102,9 @@ type FabricStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// Fabric is a fast-link domain set up by the cluster admin.
+// Fabric is a fast-link domain set up by the cluster admin. It may not be called any-fast:
+// a component's fabric "any-fast" asks for any fabric.
+// +kubebuilder:validation:XValidation:rule="self.metadata.name != 'any-fast'",message="any-fast is a reserved Fabric name: a component's fabric any-fast means any fast fabric"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,categories=conflux,shortName=fab

@@ -49,9 +49,10 @@ type SpaceSpec struct {
 // SpaceStorage describes the volume of the space server.
 // +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage.storageClassName is immutable"
 type SpaceStorage struct {
-	// Size of the persistent volume claim, e.g. "10Gi". Immutable: StatefulSet volume
-	// claim templates cannot change.
+	// Size of the persistent volume claim, e.g. "10Gi"; positive. Immutable: StatefulSet
+	// volume claim templates cannot change.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="storage.size is immutable"
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="storage.size must be positive"
 	// +required
 	Size resource.Quantity `json:"size"`
 
@@ -105,6 +106,10 @@ type SpaceStatus struct {
 }
 
 // Space is a persistent name space for channels and pipes, served by confluxd --role=space.
+// Its name names the space server's Service (a DNS-1035 label) and StatefulSet, whose pods
+// carry the label controller-revision-hash=<name>-<hash> (at most 63): hence 52 characters.
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 52",message="a Space name is at most 52 characters: it names the space server's StatefulSet, whose label controller-revision-hash (name-hash) is at most 63"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="a Space name must be a DNS-1035 label (a-z, 0-9 and -, starting with a letter, no dots): it names the space server's Service"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=conflux,shortName=sp

@@ -85,6 +85,7 @@ type WorkflowSpec struct {
 }
 
 // Component is one program of a workflow, run as a Deployment or a StatefulSet.
+// +kubebuilder:validation:XValidation:rule="!has(self.inputs) || !has(self.outputs) || !self.inputs.exists(i, i in self.outputs)",messageExpression="'component ' + self.name + ' reads its own output ' + self.inputs.filter(i, i in self.outputs)[0]"
 // +kubebuilder:validation:XValidation:rule="!has(self.dependsOn) || !(self.name in self.dependsOn)",message="a component cannot depend on itself"
 // +kubebuilder:validation:XValidation:rule="!has(self.placement) || !has(self.placement.colocateWith) || !(self.name in self.placement.colocateWith)",message="a component cannot colocate with itself"
 type Component struct {
@@ -104,20 +105,20 @@ type Component struct {
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// Template of the component's pods; the confluxd sidecar is added by the operator.
-	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:validation:Type=object
+	// Template of the component's pods (a PodTemplateSpec, validated: unknown fields are
+	// refused); the confluxd sidecar is added by the operator.
 	Template corev1.PodTemplateSpec `json:"template"`
 
 	// Inputs are the Channels (same namespace) the component reads.
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
 	// +listType=set
 	// +optional
 	Inputs []string `json:"inputs,omitempty"`
 
 	// Outputs are the Channels (same namespace) the component writes.
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
 	// +listType=set
 	// +optional
 	Outputs []string `json:"outputs,omitempty"`
@@ -194,7 +195,15 @@ type WorkflowStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// Workflow is a set of components coupled by channels, placed by fabric.
+// Workflow is a set of components coupled by channels, placed by fabric. Its name is the
+// value of the label conflux.dev/workflow (at most 63 characters); each component's workload
+// is named <workflow>-<component>: for a StatefulSet at most 52 characters (its pods get the
+// label controller-revision-hash=<name>-<hash>) and without dots (its pods' hostnames). The
+// validating webhook keeps a Deployment's name to 63 characters (a DNS label, as Kubernetes
+// recommends for pod hostnames) for new components.
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="a Workflow name is at most 63 characters: it is the value of the label conflux.dev/workflow on its workloads and pods"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.components) || self.spec.components.all(c, !has(c.workload) || c.workload != 'StatefulSet' || self.metadata.name.size() + 1 + c.name.size() <= 52)",message="a StatefulSet component's name <workflow>-<component> is at most 52 characters: its pods get the label controller-revision-hash=<name>-<hash> (at most 63); shorten the Workflow or component name"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.components) || !self.metadata.name.contains('.') || !self.spec.components.exists(c, has(c.workload) && c.workload == 'StatefulSet')",message="a Workflow with a StatefulSet component needs a name without dots: its pods' hostnames are <workflow>-<component>-<ordinal>"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=conflux,shortName=wf

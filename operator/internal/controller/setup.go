@@ -102,6 +102,9 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, c Config) error {
 		if err := cxwebhook.SetupWorkflowValidator(mgr); err != nil {
 			return err
 		}
+		if err := cxwebhook.SetupFabricValidator(mgr); err != nil {
+			return err
+		}
 	}
 	if c.Edge != nil {
 		c.Edge.Cache = mgr.GetCache()

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	conflux "conflux.dev/operator/api/v1alpha1"
@@ -18,29 +19,48 @@ import (
 // +kubebuilder:webhook:path=/validate-conflux-dev-v1alpha1-workflow,mutating=false,failurePolicy=fail,sideEffects=None,groups=conflux.dev,resources=workflows,verbs=create;update,versions=v1alpha1,name=vworkflow.conflux.dev,admissionReviewVersions=v1
 
 // WorkflowValidator checks what the CRD's CEL rules cannot say cheaply: that dependsOn and
-// colocateWith name components of the same workflow, and that dependsOn has no cycle.
-type WorkflowValidator struct{}
+// colocateWith name components of the same workflow, that dependsOn has no cycle, that new
+// components' workload names fit a DNS label (sparing existing ones, which CEL cannot) and
+// (reading the namespace's Channels, which CEL cannot) that no pipe has two writers.
+type WorkflowValidator struct {
+	// Reader lists the Channels; the API server itself, so that a Channel created just
+	// before its Workflow is seen.
+	Reader client.Reader
+}
 
 var _ admission.CustomValidator = WorkflowValidator{}
 
-func (WorkflowValidator) ValidateCreate(_ context.Context, obj runtime.Object) (admission.Warnings, error) {
-	return nil, validate(obj)
+func (v WorkflowValidator) ValidateCreate(ctx context.Context, obj runtime.Object) (admission.Warnings, error) {
+	return nil, v.validate(ctx, obj, nil)
 }
 
-func (WorkflowValidator) ValidateUpdate(_ context.Context, _, obj runtime.Object) (admission.Warnings, error) {
-	return nil, validate(obj)
+func (v WorkflowValidator) ValidateUpdate(ctx context.Context, old, obj runtime.Object) (admission.Warnings, error) {
+	return nil, v.validate(ctx, obj, old)
 }
 
 func (WorkflowValidator) ValidateDelete(context.Context, runtime.Object) (admission.Warnings, error) {
 	return nil, nil
 }
 
-func validate(obj runtime.Object) error {
+func (v WorkflowValidator) validate(ctx context.Context, obj, old runtime.Object) error {
 	wf, ok := obj.(*conflux.Workflow)
 	if !ok {
 		return fmt.Errorf("expected a Workflow, got %T", obj)
 	}
-	if errs := ValidateWorkflowGraph(&wf.Spec); len(errs) > 0 {
+	var oldSpec *conflux.WorkflowSpec
+	if o, ok := old.(*conflux.Workflow); ok {
+		oldSpec = &o.Spec
+	}
+	errs := ValidateWorkflowGraph(&wf.Spec)
+	errs = append(errs, ValidateWorkloadNames(wf.Name, &wf.Spec, oldSpec)...)
+	if v.Reader != nil {
+		pipes, err := pipeChannels(ctx, v.Reader, wf.Namespace)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		errs = append(errs, ValidatePipeWriters(&wf.Spec, pipes)...)
+	}
+	if len(errs) > 0 {
 		return apierrors.NewInvalid(conflux.GroupVersion.WithKind("Workflow").GroupKind(), wf.Name, errs)
 	}
 	return nil
@@ -127,5 +147,5 @@ func findCycle(spec *conflux.WorkflowSpec) []string {
 
 // SetupWorkflowValidator registers the validator with the manager.
 func SetupWorkflowValidator(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr).For(&conflux.Workflow{}).WithValidator(WorkflowValidator{}).Complete()
+	return ctrl.NewWebhookManagedBy(mgr).For(&conflux.Workflow{}).WithValidator(WorkflowValidator{Reader: mgr.GetAPIReader()}).Complete()
 }
