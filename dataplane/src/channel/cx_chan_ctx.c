@@ -203,6 +203,7 @@ int cx_embedded_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan
     pthread_cond_init(&ctx->cv, &ca);
     pthread_condattr_destroy(&ca);
     ctx->kickfd = -1;
+    ctx->linger_ms = chan_linger_ms(o);
     ctx->next_num = 1; /* mux tag 0 is link control */
     ctx->lsn.ctx = ctx->shm.ctx = ctx->ucx.ctx = ctx;
     if ((rc = chan_fabric_name(o ? o->fabric : NULL, ctx->fabric)) < 0)
@@ -278,6 +279,12 @@ void cx_embedded_chan_ctx_destroy(struct cx_chan_ctx *ctx)
 {
     if (!ctx)
         return;
+    /* first, while links may still be dialed: reliable sources' events reach their sinks */
+    cx_err_clear();
+    int lrc = chan_linger(ctx, NULL);
+    char lmsg[512];
+    if (lrc < 0)
+        snprintf(lmsg, sizeof lmsg, "%s", cx_errmsg());
     pthread_mutex_lock(&ctx->lock);
     ctx->closing = 1;
     pthread_mutex_unlock(&ctx->lock);
@@ -327,4 +334,8 @@ void cx_embedded_chan_ctx_destroy(struct cx_chan_ctx *ctx)
     pthread_cond_destroy(&ctx->cv);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
+    if (lrc < 0) /* what the caller reads after this void call (cx_chan.h) */
+        cx_err_set(-lrc, "%s", lmsg);
+    else
+        cx_err_clear();
 }

@@ -64,6 +64,7 @@ struct chan_dest {
     int proj_asked;
     struct chan_derived *dv;     /* compiled filters and projection scratch (cx_chan_derived.c) */
     struct chan_queue q;
+    uint64_t sent;               /* remote: events handed to its link (the linger's report) */
 };
 
 /* One member of a channel as this process knows it (the contact's list is the truth). */
@@ -223,6 +224,7 @@ struct cx_chan_ctx {
     struct chan_req *reqs;
     unsigned local_pending;    /* events in local sinks' queues */
     int need_connect;          /* some dest waits for a link */
+    int linger_ms;             /* how long closing a reliable source waits (<= 0: not at all) */
 };
 
 /* A control message, carried as a Conflux-format event in CX_FRAME_CTRL frames. */
@@ -236,6 +238,9 @@ enum chan_op {
     CTRL_FILTER_ERR = 7, /* source to sink: chan, tag, text */
     CTRL_LINKS_QUERY = 8, /* a dialer in a fabric, before HELLO: addr, text = its fabric */
     CTRL_LINKS = 9,      /* the answer: text = fabric ("" none), addr = ucx address ("" none) */
+    CTRL_SYNC = 10,      /* source to sink process: req; answered once every earlier frame on
+                          * this link was handled (cx_chan_linger.c) */
+    CTRL_SYNC_REPLY = 11, /* req */
 };
 
 struct chan_ctrl {
@@ -377,6 +382,17 @@ int chan_drain_peer(struct chan_peer *p);
 void chan_route_off(struct cx_chan *ch);
 /* Drops p from every dest (p is going away; ctx lock held). */
 void chan_forget_peer(struct cx_chan_ctx *ctx, struct chan_peer *p);
+
+/* ---- cx_chan_linger.c ---- */
+/* The linger from the options or CONFLUX_CHAN_LINGER_MS (cx_chan.h), in ms; <= 0: none. */
+int chan_linger_ms(const struct cx_chan_ctx_opts *o);
+/* Before a reliable source goes (only = its channel; NULL = every channel with a source):
+ * waits until what waits in the queues of their sinks has left and each remote sink's
+ * process confirmed it handled everything sent before (CTRL_SYNC), a sink's process is
+ * gone, or ctx->linger_ms passed. 0, or -ETIMEDOUT / -ECONNRESET with cx_errmsg() and a
+ * line on stderr saying how many events to which sinks were not delivered. Called without
+ * ctx lock; does nothing on the progress thread. */
+int chan_linger(struct cx_chan_ctx *ctx, struct cx_chan *only);
 
 /* ---- cx_chan_sink.c ---- */
 struct chan_ep *chan_ep_new(struct cx_chan_ctx *ctx, struct cx_chan *ch,
