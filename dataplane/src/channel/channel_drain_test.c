@@ -2,9 +2,9 @@
  * (cx_chan.h, cx_chan_ctx_destroy), in real processes: this binary exec'd again in the
  * roles `sink` and `source`, talking to the test over their stdin and stdout.
  *
- *   - eight sources each destroy their runtime right after their last submit and exit: the
- *     one sink gets every event exactly once, in order per source (half the sources over
- *     shm, half over tcp);
+ *   - eight sources each destroy their runtime (or close their source) right after their
+ *     last submit and exit: the one sink gets every event exactly once, in order per source
+ *     (half the sources over shm, half over tcp);
  *   - a source whose sink is stuck gives up after its linger and reports what was not
  *     delivered; one whose sink is killed meanwhile returns as soon as the link breaks,
  *     long before its linger. */
@@ -138,13 +138,15 @@ static int role_sink(int argc, char **argv)
     _exit(0); /* a stuck handler never returns: no orderly destroy */
 }
 
-/* source <id> <number> <events> <payload bytes>: submits events 1..N (waiting for room),
- * or with N = 0 until a sink queue is full (then says "full"); then destroys its runtime
- * at once and says "destroyed <ms> <cx_errcode> <cx_errmsg>". */
+/* source <id> <number> <events> <payload bytes> <destroy|close>: submits events 1..N
+ * (waiting for room), or with N = 0 until a sink queue is full (then says "full"); then at
+ * once destroys its runtime, or closes its source and exits without destroying it, and
+ * says "destroyed <ms> <cx_errcode> <cx_errmsg>". */
 static int role_source(int argc, char **argv)
 {
-    if (argc < 7)
+    if (argc < 8)
         return 2;
+    int close_only = !strcmp(argv[7], "close");
     const struct cx_format *f = dev_fmt();
     struct cx_chan_ctx *ctx;
     struct cx_chan *ch;
@@ -174,9 +176,14 @@ static int role_source(int argc, char **argv)
     }
     cx_err_clear();
     long long t0 = now_ms();
-    cx_chan_ctx_destroy(ctx);
+    if (close_only)
+        cx_chan_source_close(s);
+    else
+        cx_chan_ctx_destroy(ctx);
     printf("destroyed %lld %d %s\n", now_ms() - t0, cx_errcode(), cx_errmsg());
     fflush(stdout);
+    if (close_only)
+        _exit(0); /* the runtime is left as it is: the process just ends */
     free(buf);
     return 0;
 }
@@ -304,9 +311,11 @@ CX_TEST(eight_sources_destroying_right_after_their_last_submit_lose_nothing)
     for (int i = 0; i < NSRC; i++) {
         char num[8];
         snprintf(num, sizeof num, "%d", i);
-        /* half over shm (the default on one host), half over tcp */
+        /* half over shm (the default on one host), half over tcp; half destroy their
+         * runtime, half close their source and exit */
         CKP(spawn_role(&ps[i], i % 2 ? "CONFLUX_CHAN_SHM=0" : NULL,
-                       (char *[]){"source", id, num, nev, "64", NULL}) == 0,
+                       (char *[]){"source", id, num, nev, "64", i % 4 < 2 ? "destroy" : "close",
+                                  NULL}) == 0,
             ps, NSRC + 1);
     }
     for (int i = 0; i < NSRC; i++) {
@@ -341,7 +350,7 @@ static void stuck_sink(int *cx_failed, const char *linger_env, int kill_after_ms
     struct proc ps[2] = {{0}};
     char id[256];
     CKP(start_sink(&ps[1], "1", "16", id, sizeof id) == 0, ps, 2);
-    CKP(spawn_role(&ps[0], linger_env, (char *[]){"source", id, "0", "0", "4096", NULL}) == 0,
+    CKP(spawn_role(&ps[0], linger_env, (char *[]){"source", id, "0", "0", "4096", "destroy", NULL}) == 0,
         ps, 2);
     char line[128];
     CKP(read_line(ps[0].out, line, sizeof line, 30000) == 0 && !strncmp(line, "full ", 5),
