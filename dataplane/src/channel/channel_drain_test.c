@@ -309,7 +309,7 @@ CX_TEST(eight_sources_destroying_right_after_their_last_submit_lose_nothing)
     snprintf(nev, sizeof nev, "%d", NEV);
     CKP(start_sink(&ps[NSRC], "0", "256", id, sizeof id) == 0, ps, NSRC + 1);
     for (int i = 0; i < NSRC; i++) {
-        char num[8];
+        char num[16];
         snprintf(num, sizeof num, "%d", i);
         /* half over shm (the default on one host), half over tcp; half destroy their
          * runtime, half close their source and exit */

@@ -34,6 +34,7 @@ struct target {
     size_t queued;             /* as last seen */
     uint64_t sent;
     int gone;
+    int idle;                  /* remote: nothing ever sent or queued: nothing to confirm */
     size_t sync;               /* remote: its process's entry */
 };
 
@@ -150,6 +151,8 @@ static int round_(struct cx_chan_ctx *ctx, struct linger *L)
             settled &= !d->q.n;
             continue;
         }
+        if ((t->idle = !d->q.n && !t->sent)) /* a stuck sink that got nothing holds no one */
+            continue;
         struct sync *g = &L->s[t->sync];
         g->live = 1;
         if (d->q.n || !d->peer || d->peer->failed)
@@ -179,7 +182,7 @@ static int report(struct cx_chan_ctx *ctx, struct linger *L, int ms)
     for (size_t i = 0; i < L->nt; i++) {
         struct target *t = &L->t[i];
         const struct sync *g = t->sink ? NULL : &L->s[t->sync];
-        if (t->sink ? !t->queued : g->state == SYNC_DONE)
+        if (t->sink ? !t->queued : t->idle || g->state == SYNC_DONE)
             continue;
         uint64_t sent = t->sink ? 0 : t->sent;
         const char *why = t->sink ? "not handled yet"
