@@ -297,6 +297,7 @@ void cx_embedded_chan_ctx_destroy(struct cx_chan_ctx *ctx)
         cx_embedded_chan_close(ch);
         pthread_mutex_lock(&ctx->lock);
     }
+    chan_linger_say_bye(ctx); /* no sink of ours handles anything from here on */
     /* let the goodbyes leave (bounded: a dead peer must not hold us) */
     long long deadline = chan_now_ms() + 1000;
     for (;;) {

@@ -123,6 +123,12 @@ struct chan_peer {
     size_t npushed, cpushed;
     struct chan_out *out, *out_tail; /* control frames to send (ctx lock) */
     unsigned queued;          /* events waiting in queues of dests on this peer (ctx lock) */
+    /* For the linger's report (cx_chan_linger.c): DATA frames sent on this link, and those
+     * from it handed to this process's sinks (each written under the peer lock); what the
+     * other runtime said of ours in its CTRL_BYE (ctx lock). */
+    uint64_t tx_events, rx_events;
+    uint64_t bye_rx;
+    int said_bye;
 };
 
 struct cx_chan_source {
@@ -186,6 +192,14 @@ struct cx_chan {
     uint64_t fast_submitted, fast_sent, fast_bytes;
 };
 
+/* A process that said CTRL_BYE before its link broke: how many of the events this process
+ * sent it (tx) its sinks got (rx). The last CHAN_BYES are kept for a lingering close. */
+#define CHAN_BYES 64
+struct chan_bye {
+    char addr[CHAN_ADDR_MAX];
+    uint64_t rx, tx;
+};
+
 /* A request waiting for its reply (JOIN). */
 struct chan_req {
     struct chan_req *next;
@@ -195,6 +209,7 @@ struct chan_req {
     char text[CHAN_ERR_MAX];
     uint64_t token;
     uint32_t mode, qlimit;
+    uint64_t sync_tx, sync_rx; /* CTRL_SYNC: DATA frames sent before it, and handled (reply) */
 };
 
 struct cx_chan_ctx {
@@ -225,6 +240,8 @@ struct cx_chan_ctx {
     unsigned local_pending;    /* events in local sinks' queues */
     int need_connect;          /* some dest waits for a link */
     int linger_ms;             /* how long closing a reliable source waits (<= 0: not at all) */
+    struct chan_bye byes[CHAN_BYES]; /* ring (ctx lock) */
+    unsigned nbyes;
 };
 
 /* A control message, carried as a Conflux-format event in CX_FRAME_CTRL frames. */
@@ -240,7 +257,9 @@ enum chan_op {
     CTRL_LINKS = 9,      /* the answer: text = fabric ("" none), addr = ucx address ("" none) */
     CTRL_SYNC = 10,      /* source to sink process: req; answered once every earlier frame on
                           * this link was handled (cx_chan_linger.c) */
-    CTRL_SYNC_REPLY = 11, /* req */
+    CTRL_SYNC_REPLY = 11, /* req, token = DATA frames from that link its sinks got */
+    CTRL_BYE = 12,       /* a runtime going away, to each peer: token = DATA frames from that
+                          * link its sinks got (a lingering source's report) */
 };
 
 struct chan_ctrl {
@@ -393,6 +412,10 @@ int chan_linger_ms(const struct cx_chan_ctx_opts *o);
  * line on stderr saying how many events to which sinks were not delivered. Called without
  * ctx lock; does nothing on the progress thread. */
 int chan_linger(struct cx_chan_ctx *ctx, struct cx_chan *only);
+/* The link to p broke: keeps what its CTRL_BYE said (ctx lock held). */
+void chan_linger_bye(struct cx_chan_ctx *ctx, const struct chan_peer *p);
+/* Destroy, channels closed: tells every peer how many of its events our sinks got. */
+void chan_linger_say_bye(struct cx_chan_ctx *ctx);
 
 /* ---- cx_chan_sink.c ---- */
 struct chan_ep *chan_ep_new(struct cx_chan_ctx *ctx, struct cx_chan *ch,

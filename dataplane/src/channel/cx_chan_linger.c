@@ -5,7 +5,10 @@
  * a link carries frames in order and a sink's handlers run as its frames are read, so the
  * answer means every earlier event was handed to the sink. A sink's process that dies
  * ends its wait at once (its link breaks, the request fails); the linger bounds the rest.
- * What was not confirmed is reported: cx_errmsg() and a line on stderr per sink. */
+ * A sink that leaves meanwhile counts as delivered when its process said (in that answer,
+ * or in the CTRL_BYE of a runtime going away) that its sinks got as many DATA frames from
+ * the link as this process sent on it. What was not confirmed is reported: cx_errmsg()
+ * and a line on stderr per sink. */
 #define _GNU_SOURCE
 #include "channel/cx_chan_int.h"
 
@@ -24,6 +27,39 @@ int chan_linger_ms(const struct cx_chan_ctx_opts *o)
     return env && *env ? atoi(env) : CX_CHAN_LINGER_DEFAULT_MS;
 }
 
+void chan_linger_bye(struct cx_chan_ctx *ctx, const struct chan_peer *p)
+{
+    if (!p->said_bye || !p->addr[0])
+        return;
+    struct chan_bye *b = &ctx->byes[ctx->nbyes++ % CHAN_BYES];
+    snprintf(b->addr, sizeof b->addr, "%s", p->addr);
+    b->rx = p->bye_rx;
+    b->tx = __atomic_load_n(&p->tx_events, __ATOMIC_RELAXED);
+}
+
+void chan_linger_say_bye(struct cx_chan_ctx *ctx)
+{
+    for (struct chan_peer *p = ctx->peers; p; p = p->next)
+        if (!p->failed) {
+            struct chan_ctrl m = {.op = CTRL_BYE,
+                                  .token = __atomic_load_n(&p->rx_events, __ATOMIC_RELAXED)};
+            chan_ctrl_post(p, &m);
+        }
+}
+
+/* Whether the process at addr said, before its link broke, that its sinks got every event
+ * this process sent it (ctx lock held). */
+static int bye_covers(struct cx_chan_ctx *ctx, const char *addr)
+{
+    unsigned n = ctx->nbyes < CHAN_BYES ? ctx->nbyes : CHAN_BYES;
+    for (unsigned i = 0; i < n; i++) { /* newest first */
+        const struct chan_bye *b = &ctx->byes[(ctx->nbyes - 1 - i) % CHAN_BYES];
+        if (strcmp(b->addr, addr) == 0)
+            return b->rx == b->tx;
+    }
+    return 0;
+}
+
 /* A sink the lingering sources deliver to (re-found by identity each round: its dest may
  * go away meanwhile, with its process). */
 struct target {
@@ -35,6 +71,7 @@ struct target {
     uint64_t sent;
     int gone;
     int idle;                  /* remote: nothing ever sent or queued: nothing to confirm */
+    int confirmed;             /* remote: its process answered the sync while it was a member */
     size_t sync;               /* remote: its process's entry */
 };
 
@@ -44,7 +81,7 @@ struct sync {
     char addr[CHAN_ADDR_MAX];
     struct chan_req *r;
     int state;
-    int live, ready;
+    int need, live, ready;     /* targets with something to confirm; members still; queues empty */
     struct chan_peer *peer;
 };
 
@@ -54,6 +91,17 @@ struct linger {
     struct sync *s;
     size_t ns, cs;
 };
+
+/* A sink that left (or whose process ended) after its process said its sinks got every
+ * event this process had sent on the link: in the sync's answer, or its CTRL_BYE. */
+static int left_with_all(struct cx_chan_ctx *ctx, const struct target *t, const struct sync *g)
+{
+    if (!t->gone || t->queued)
+        return 0; /* what was still queued went with the target */
+    if (g->state == SYNC_DONE && g->r->sync_rx == g->r->sync_tx)
+        return 1;
+    return bye_covers(ctx, t->addr);
+}
 
 static int grow(void **p, size_t *cap, size_t n, size_t size)
 {
@@ -121,6 +169,7 @@ static int ask(struct cx_chan_ctx *ctx, struct sync *g)
         return -ENOMEM;
     r->id = ++ctx->next_req;
     r->peer = g->peer; /* its failure ends the wait (cx_chan_peer.c, peer_error) */
+    r->sync_tx = __atomic_load_n(&g->peer->tx_events, __ATOMIC_RELAXED);
     r->next = ctx->reqs;
     ctx->reqs = r;
     g->r = r;
@@ -134,7 +183,7 @@ static int round_(struct cx_chan_ctx *ctx, struct linger *L)
 {
     int settled = 1;
     for (size_t i = 0; i < L->ns; i++) {
-        L->s[i].live = 0;
+        L->s[i].need = L->s[i].live = 0;
         L->s[i].ready = 1;
         L->s[i].peer = NULL;
     }
@@ -142,7 +191,10 @@ static int round_(struct cx_chan_ctx *ctx, struct linger *L)
         struct target *t = &L->t[i];
         struct chan_dest *d = t->gone ? NULL : find_dest(ctx, t);
         if (!d) {
+            /* left or died: its process (if still linked) says how much of ours it got */
             t->gone = 1;
+            if (!t->sink && !t->idle && !t->queued && !t->confirmed)
+                L->s[t->sync].need = 1;
             continue;
         }
         t->queued = d->q.n;
@@ -154,7 +206,7 @@ static int round_(struct cx_chan_ctx *ctx, struct linger *L)
         if ((t->idle = !d->q.n && !t->sent)) /* a stuck sink that got nothing holds no one */
             continue;
         struct sync *g = &L->s[t->sync];
-        g->live = 1;
+        g->need = g->live = 1;
         if (d->q.n || !d->peer || d->peer->failed)
             g->ready = 0; /* the sync goes behind every queued event */
         else
@@ -164,11 +216,17 @@ static int round_(struct cx_chan_ctx *ctx, struct linger *L)
         struct sync *g = &L->s[i];
         if (g->state == SYNC_ASKED && g->r->done)
             g->state = g->r->status < 0 ? g->r->status : SYNC_DONE;
-        if (g->state == SYNC_WAIT && g->live && g->ready && g->peer)
+        if (g->state == SYNC_WAIT && g->need && !g->live) /* only gone members: any link */
+            if (!(g->peer = chan_peer_find(ctx, g->addr)))
+                g->state = -ECONNRESET; /* no link: its process is gone */
+        if (g->state == SYNC_WAIT && g->need && g->ready && g->peer)
             g->state = ask(ctx, g) == 0 ? SYNC_ASKED : -ENOMEM;
-        if (g->live && (g->state == SYNC_WAIT || g->state == SYNC_ASKED))
+        if (g->need && (g->state == SYNC_WAIT || g->state == SYNC_ASKED))
             settled = 0;
     }
+    for (size_t i = 0; i < L->nt; i++) /* answered while still members */
+        if (!L->t[i].sink && !L->t[i].gone && L->s[L->t[i].sync].state == SYNC_DONE)
+            L->t[i].confirmed = 1;
     return settled;
 }
 
@@ -182,7 +240,7 @@ static int report(struct cx_chan_ctx *ctx, struct linger *L, int ms)
     for (size_t i = 0; i < L->nt; i++) {
         struct target *t = &L->t[i];
         const struct sync *g = t->sink ? NULL : &L->s[t->sync];
-        if (t->sink ? !t->queued : t->idle || g->state == SYNC_DONE)
+        if (t->sink ? !t->queued : t->idle || t->confirmed || left_with_all(ctx, t, g))
             continue;
         uint64_t sent = t->sink ? 0 : t->sent;
         const char *why = t->sink ? "not handled yet"
