@@ -9,13 +9,19 @@
 #include "common/cx_test.h"
 #include "format/cx_reflect.h"
 #include "testutil/cx_netns.h"
+#include "testutil/hostile_peer.h"
 #include "testutil/ucx_test_env.h"
 #include "transport/cx_driver.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
+
+#ifdef CX_HAVE_TLS
+#include "transport/tls/tls_testcerts.h"
+#endif
 
 #define CX_ERR_COPY 512
 
@@ -1217,6 +1223,129 @@ CX_TEST(runtimes_listening_on_ucx_link_over_ucx)
     CK(rl == 0 && strcmp(link, "ucx") == 0);
     CK(st.net_sinks == 1 && st.shm_sinks == 0 && st.sent_shm == 0);
     CK(got.bad == 0 && got.gaps == 0 && got.misorder == 0);
+#endif
+}
+
+#ifdef CX_HAVE_TLS
+/* A runtime listening on scheme while one peer sits on its port saying nothing and another
+ * started a handshake it never finishes: a second runtime opens a channel there and N
+ * events arrive while both are still connected (so well before their handshake deadline,
+ * CONFLUX_HANDSHAKE_MS); both are closed at the deadline, each with a line in the log
+ * (stderr, captured here). 0, or -1 with the failed checks printed. */
+static int hostile_over(const char *scheme)
+{
+    enum { HS_MS = 4000, N = 500 };
+    char dir[64] = "/tmp/cxchan-hostile-XXXXXX", log[128], listen[64];
+    if (tc_env_up(dir) < 0)
+        return -1;
+    snprintf(log, sizeof log, "%s/runtime.log", dir);
+    char listen_b[64];
+    if (strcmp(scheme, "shm") == 0) { /* abstract sockets: one name per runtime */
+        snprintf(listen, sizeof listen, "shm://@cxchan-hostile-a-%d", (int)getpid());
+        snprintf(listen_b, sizeof listen_b, "shm://@cxchan-hostile-b-%d", (int)getpid());
+    } else {
+        snprintf(listen, sizeof listen, "%s://127.0.0.1:0", scheme);
+        snprintf(listen_b, sizeof listen_b, "%s", listen);
+    }
+    int lf = open(log, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), saved = dup(2);
+    if (lf < 0 || saved < 0 || dup2(lf, 2) != 2)
+        return -1;
+    char hs[16];
+    snprintf(hs, sizeof hs, "%d", HS_MS);
+    setenv("CONFLUX_HANDSHAKE_MS", hs, 1);
+    const struct cx_format *f2 = reg(rd2_d);
+    struct cx_chan_ctx *a = NULL, *b = NULL;
+    struct cx_chan *ch = NULL, *ch2 = NULL;
+    struct cx_chan_source *s;
+    struct cx_chan_sink *k;
+    struct rec got;
+    rec_init(&got, REC_RD2);
+    struct cx_chan_ctx_opts o = {.listen = listen, .tcp_only = 1},
+                            ob = {.listen = listen_b, .tcp_only = 1};
+    int made = cx_chan_ctx_create(&o, &a) == 0;
+    int silent = made ? hp_connect(cx_chan_ctx_addr(a)) : -1;
+    int partial = made ? hp_connect(cx_chan_ctx_addr(a)) : -1;
+    int sent = partial >= 0 && hp_partial_handshake(partial, scheme) == 0;
+    double t0 = hp_now_ms();
+    int ok = made && cx_chan_ctx_create(&ob, &b) == 0 &&
+             cx_chan_create(a, &(struct cx_chan_opts){.format = f2, .mode = CX_CHAN_RELIABLE}, &ch) == 0 &&
+             cx_chan_source(ch, f2, &s) == 0 && cx_chan_open(b, cx_chan_id(ch), 10000, &ch2) == 0 &&
+             cx_chan_sink(ch2, &(struct cx_chan_sink_opts){.format = f2}, on_rec, &got, &k) == 0 &&
+             cx_chan_wait_members(ch, 1, 1, 10000) == 0;
+    if (!ok)
+        fprintf(stderr, "  set-up: %s\n", cx_errmsg());
+    ok = ok && submit_rd2(s, 1, N, 10000) == 0 && rec_wait(&got, N, 10000) == N;
+    double ms = hp_now_ms() - t0;
+    int silent_open = silent >= 0 && !hp_closed_by_server(silent, 0);
+    int partial_open = partial >= 0 && !hp_closed_by_server(partial, 0);
+    int silent_closed = silent >= 0 && hp_closed_by_server(silent, HS_MS + 10000);
+    int partial_closed = partial >= 0 && hp_closed_by_server(partial, HS_MS + 10000);
+    unsetenv("CONFLUX_HANDSHAKE_MS");
+    if (ch2)
+        cx_chan_close(ch2);
+    if (ch)
+        cx_chan_close(ch);
+    cx_chan_ctx_destroy(b);
+    cx_chan_ctx_destroy(a);
+    dup2(saved, 2);
+    close(saved);
+    char text[4096] = "";
+    ssize_t n = pread(lf, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = '\0';
+    close(lf);
+    int lines = 0;
+    for (const char *p = text; (p = strstr(p, "conflux channel: dropped a connection before its hello"));
+         p++)
+        lines++;
+    fprintf(stderr, "  %s: %ld events in %.0f ms with a silent and a partial peer connected "
+            "(still open: %d, %d; deadline %d ms); log:\n%s", scheme, (long)got.n, ms,
+            silent_open, partial_open, HS_MS, text);
+    close(silent);
+    close(partial);
+    tc_env_down(dir);
+    struct { int ok; const char *what; } checks[] = {
+        {made && silent >= 0 && sent, "set-up"},
+        {ok, "the events arrived"},
+        {silent_open && partial_open, "both hostile peers still connected then"},
+        {silent_closed && partial_closed, "both closed at the deadline"},
+        {lines == 2 && strstr(text, "handshake not done within"), "two log lines"},
+        {got.bad == 0 && got.gaps == 0 && got.misorder == 0, "events intact and in order"},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof checks / sizeof *checks; i++)
+        if (!checks[i].ok) {
+            fprintf(stderr, "  check failed: %s\n", checks[i].what);
+            bad = -1;
+        }
+    return bad;
+}
+#endif
+
+CX_TEST(tls_silent_and_partial_peers_do_not_hold_the_runtime)
+{
+#ifndef CX_HAVE_TLS
+    CX_SKIP("built without TLS (libssl-dev absent)");
+#else
+    CK(hostile_over("tls") == 0);
+#endif
+}
+
+CX_TEST(shm_silent_peer_does_not_hold_the_runtime)
+{
+#ifndef CX_HAVE_TLS
+    CX_SKIP("built without TLS (the test's certificates need OpenSSL)");
+#else
+    CK(hostile_over("shm") == 0);
+#endif
+}
+
+CX_TEST(ucx_silent_and_partial_peers_do_not_hold_the_runtime)
+{
+#if !defined(CX_HAVE_UCX) || !defined(CX_HAVE_TLS)
+    CX_SKIP("built without UCX or TLS (the test's certificates need OpenSSL)");
+#else
+    ucx_test_env(); /* as the ucx driver's tests: loopback only */
+    CK(hostile_over("ucx") == 0);
 #endif
 }
 

@@ -202,7 +202,7 @@ int cx_embedded_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&ctx->cv, &ca);
     pthread_condattr_destroy(&ca);
-    ctx->kickfd = -1;
+    ctx->kickfd = ctx->hs_tfd = -1;
     ctx->linger_ms = chan_linger_ms(o);
     ctx->next_num = 1; /* mux tag 0 is link control */
     ctx->lsn.ctx = ctx->shm.ctx = ctx->ucx.ctx = ctx;
@@ -236,7 +236,8 @@ int cx_embedded_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan
     struct cx_engine_source ls = {.name = "channel-listener", .poll = chan_listen_poll,
                                   .ctx = &ctx->lsn, .fd = ctx->lsn.ops->listener_fd(ctx->lsn.l),
                                   .cost = 64};
-    if ((rc = cx_engine_add(ctx->eng, &ks)) < 0 || (rc = cx_engine_add(ctx->eng, &ls)) < 0)
+    if ((rc = cx_engine_add(ctx->eng, &ks)) < 0 || (rc = cx_engine_add(ctx->eng, &ls)) < 0 ||
+        (rc = chan_accept_setup(ctx)) < 0)
         goto fail;
     if (ctx->shm.ops) {
         struct cx_engine_source ss = {.name = "channel-shm-listener", .poll = chan_listen_poll,
@@ -267,6 +268,8 @@ fail:
         ctx->ucx.ops->listener_close(ctx->ucx.l);
     if (ctx->kickfd >= 0)
         close(ctx->kickfd);
+    if (ctx->hs_tfd >= 0)
+        close(ctx->hs_tfd);
     pthread_cond_destroy(&ctx->cv);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
@@ -332,6 +335,7 @@ void cx_embedded_chan_ctx_destroy(struct cx_chan_ctx *ctx)
     if (ctx->ucx.l)
         ctx->ucx.ops->listener_close(ctx->ucx.l);
     close(ctx->kickfd);
+    close(ctx->hs_tfd);
     pthread_cond_destroy(&ctx->cv);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);

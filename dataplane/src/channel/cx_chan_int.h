@@ -123,6 +123,8 @@ struct chan_peer {
     size_t npushed, cpushed;
     struct chan_out *out, *out_tail; /* control frames to send (ctx lock) */
     unsigned queued;          /* events waiting in queues of dests on this peer (ctx lock) */
+    int accepted;             /* it dialed us (its failures before HELLO are logged) */
+    long long hs_until;       /* accepted: progress it at this deadline (ms; 0 = done) */
     /* For the linger's report (cx_chan_linger.c): DATA frames sent on this link, and those
      * from it handed to this process's sinks (each written under the peer lock); what the
      * other runtime said of ours in its CTRL_BYE (ctx lock). */
@@ -239,6 +241,8 @@ struct cx_chan_ctx {
     struct chan_req *reqs;
     unsigned local_pending;    /* events in local sinks' queues */
     int need_connect;          /* some dest waits for a link */
+    int hs_tfd;                /* timerfd: the next accepted peer's handshake deadline */
+    long long hs_next;         /* when hs_tfd fires (ms, chan_now_ms; 0 = disarmed) */
     int linger_ms;             /* how long closing a reliable source waits (<= 0: not at all) */
     struct chan_bye byes[CHAN_BYES]; /* ring (ctx lock) */
     unsigned nbyes;
@@ -304,8 +308,14 @@ int chan_link_setup(struct cx_chan_ctx *ctx, const struct cx_chan_ctx_opts *o);
  * when it is on this host (its rendezvous answers), else addr itself. Blocks for the
  * connect; called without ctx lock. */
 int chan_link_dial(struct cx_chan_ctx *ctx, const char *addr, struct cx_link **out);
-/* The engine source polling a listener (accepted links become peers). */
+/* ---- cx_chan_accept.c ---- */
+/* The engine source polling a listener: accepted links become peers at once, their
+ * handshake running in the peer's progress (cx_listener_accept), never on this thread. */
 int chan_listen_poll(void *arg, int budget);
+/* Creates the deadline timer and registers its engine source, which progresses each
+ * accepted peer at its handshake deadline (a silent peer's fd never wakes the engine) and
+ * logs the ones that fail then; the engine then drops them. 0 or -errno. */
+int chan_accept_setup(struct cx_chan_ctx *ctx);
 /* Which link to use to a peer not on this host, from both ends' fabric and the peer's ucx
  * address: CHAN_LINK_UCX in the same fabric with a ucx address, else CHAN_LINK_TCP. */
 enum chan_link_choice { CHAN_LINK_TCP = 0, CHAN_LINK_UCX = 1 };
@@ -343,6 +353,8 @@ int chan_peer_send_event_nokick(struct chan_peer *p, const struct cx_frame_hdr *
 int chan_peer_pushed(struct chan_peer *p, uint64_t token);
 /* The engine source of a peer, registered on the progress thread. */
 int chan_peer_register(struct chan_peer *p);
+/* One progress round of the peer, as its engine source does; the poll's result. */
+int chan_peer_poll(struct chan_peer *p, int budget);
 /* Sends queued control frames and events (progress thread: peer lock, then ctx lock). */
 int chan_peer_flush(struct chan_peer *p);
 void chan_peer_free(struct chan_peer *p);  /* unlinked, not registered, no users */

@@ -146,30 +146,6 @@ int chan_link_dial(struct cx_chan_ctx *ctx, const char *addr, struct cx_link **o
     return 0;
 }
 
-int chan_listen_poll(void *arg, int budget)
-{
-    struct chan_lsn *ls = arg;
-    struct cx_chan_ctx *ctx = ls->ctx;
-    int work = 0;
-    struct pollfd pf = {.fd = ls->ops->listener_fd(ls->l), .events = POLLIN};
-    if (poll(&pf, 1, 0) != 1) /* cheaper than an accept that finds nobody */
-        return 0;
-    chan_thread_ctx = ctx;
-    while (work < budget) {
-        struct cx_link *k;
-        if (ls->ops->accept(ls->l, 0, &k) < 0)
-            break; /* -ETIMEDOUT: nobody waiting; other errors are transient (EMFILE) */
-        pthread_mutex_lock(&ctx->lock);
-        struct chan_peer *p;
-        if (chan_peer_add(ctx, k, NULL, &p) == 0)
-            chan_peer_register(p);
-        pthread_mutex_unlock(&ctx->lock);
-        work++;
-    }
-    chan_thread_ctx = NULL;
-    return work;
-}
-
 int cx_embedded_chan_ctx_link(struct cx_chan_ctx *ctx, const char *addr, char *out, size_t cap)
 {
     if (!ctx || !addr || !out || !cap)

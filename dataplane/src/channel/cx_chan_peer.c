@@ -269,8 +269,14 @@ static int peer_poll(void *arg, int budget)
         chan_cur_peer = p;
         rc = cx_link_progress(p->link, on_frame, p, budget);
         chan_cur_peer = NULL;
-        if (rc < 0)
+        if (rc < 0) {
             p->failed = rc;
+            /* a peer that dialed us and failed before its HELLO other than by leaving: a
+             * handshake refused or not done by its deadline (tls and ucx name the peer) */
+            if (p->accepted && !p->addr[0] && rc != -ECONNRESET && rc != -EPIPE)
+                fprintf(stderr, "conflux channel: dropped a connection before its hello: %s\n",
+                        cx_errmsg());
+        }
         else if (__atomic_load_n(&p->out, __ATOMIC_ACQUIRE) ||
                  __atomic_load_n(&p->queued, __ATOMIC_ACQUIRE))
             rc += chan_peer_flush(p); /* a miss here is caught: who queues also kicks */
@@ -279,6 +285,8 @@ static int peer_poll(void *arg, int budget)
     chan_thread_ctx = NULL;
     return rc;
 }
+
+int chan_peer_poll(struct chan_peer *p, int budget) { return peer_poll(p, budget); }
 
 static int peer_arm(void *arg)
 {

@@ -99,12 +99,15 @@ static void on_inbound(void *arg, const struct cx_frame_hdr *h, const void *p, s
     pi_reader_offer_direct(ib->pipe_id, h, p, len); /* h->seq: the segment's id */
 }
 
+/* Accepts without waiting for any peer (cx_listener_accept): a writer's handshake runs in
+ * its link's progress, called here every round (at most 20 ms apart), which fails a link
+ * whose handshake is not done by the deadline; meanwhile the other writers are served. */
 static int service_inbound(void)
 {
     int work = 0;
     for (;;) {
         struct cx_link *k;
-        if (g_pi.lops->accept(g_pi.listener, 0, &k) < 0)
+        if (cx_listener_accept(g_pi.lops, g_pi.listener, cx_handshake_ms(), &k) < 0)
             break;
         if (cx_stack_assemble(&k, 1, &k) < 0) { /* dpdk: reliability, fragmentation */
             cx_link_close(k);
@@ -124,6 +127,9 @@ static int service_inbound(void)
         struct pi_inbound *ib = *pp;
         int n = cx_link_progress(ib->link, on_inbound, ib, 256);
         if (n < 0) { /* the writer left: its readers go on from the space */
+            if (!ib->pipe_id) /* never said which pipe: a failed handshake, a stranger */
+                fprintf(stderr, "conflux pipe: dropped a direct link before its hello: %s\n",
+                        cx_errmsg()); /* tls and ucx name the peer */
             pi_reader_direct_gone(ib->pipe_id);
             *pp = ib->next;
             cx_link_close(ib->link);

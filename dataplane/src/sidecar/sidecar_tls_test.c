@@ -3,14 +3,16 @@
  * tls:// at once; a real sidecar (--transport=tls) that reaches that space over tls://;
  * applications as forked processes. Certificates are made at test time
  * (../transport/tls/tls_testcerts.h): a CA, a node certificate it signed, and one from
- * another CA. */
+ * another CA. And hostile peers on the sidecar's tls channel port hold no application. */
 #define _GNU_SOURCE
+#include "channel/cx_chan.h"
 #include "common/cx_error.h"
 #include "common/cx_test.h"
 #include "pipe/cx_pipe.h"
 #include "sidecar/cx_sc_client.h"
 #include "sidecar/sc_testutil.h"
 #include "space/cx_space_client.h"
+#include "testutil/hostile_peer.h"
 
 #ifdef CX_HAVE_TLS
 #include "transport/tls/tls_testcerts.h"
@@ -223,6 +225,107 @@ CX_TEST(sidecar_on_tls_reaches_its_space_over_tls)
     CX_CHECK_EQ_INT(wait_child(w, 60), 0);
     CX_CHECK_EQ_INT(wait_child(r, 60), 0);
     CX_CHECK_EQ_INT(proc_stop(&sc, SIGTERM), 0);
+}
+
+/* Through the sidecar: creates an untyped channel, whose contact is the sidecar's channel
+ * runtime, hands its id over and holds it until killed. */
+static void app_contact(const char *sock, int idw)
+{
+    struct cx_chan_ctx *ctx;
+    struct cx_chan *ch;
+    if (cx_sc_connect(sock) < 0 || cx_sc_chan_ctx_create(NULL, &ctx) < 0 ||
+        cx_sc_chan_create(ctx, NULL, &ch) < 0)
+        FAIL("channel through the sidecar");
+    const char *id = cx_sc_chan_id(ch);
+    if (write(idw, id, strlen(id) + 1) < 0)
+        FAIL("write id");
+    sleep(60);
+    _exit(0);
+}
+
+/* Embedded, listening on tls: opens the channel by id (a dial to the sidecar's runtime). */
+static void app_open(int idr)
+{
+    char id[256] = "";
+    size_t n = 0;
+    while (n < sizeof id - 1 && read(idr, id + n, 1) == 1 && id[n])
+        n++;
+    struct cx_chan_ctx *ctx;
+    struct cx_chan *ch;
+    struct cx_chan_ctx_opts o = {.listen = "tls://127.0.0.1:0", .tcp_only = 1};
+    if (cx_chan_ctx_create(&o, &ctx) < 0 || cx_chan_open(ctx, id, 10000, &ch) < 0)
+        FAIL("open %s", id);
+    cx_chan_close(ch);
+    cx_chan_ctx_destroy(ctx);
+    _exit(0);
+}
+
+/* The sidecar's channel runtime on tls while one peer sits on its port saying nothing and
+ * another sent half a ClientHello: an application opens a channel whose contact is that
+ * runtime while both are still connected (well before their 4 s deadline), and both are
+ * closed at the deadline, each with a line in the sidecar's stderr. */
+CX_TEST(sidecar_channel_listener_is_not_held_by_silent_tls_peers)
+{
+    if (access(CONFLUXD, X_OK) != 0)
+        CX_SKIP("%s is not built", CONFLUXD);
+    CX_CHECK_EQ_INT(env_up(), 0);
+    enum { HS_MS = 4000 };
+    struct proc sc;
+    char sock[128], sockarg[160], spacearg[128], chans[96];
+    snprintf(sock, sizeof sock, "%s/sc-hostile.sock", E.dir);
+    snprintf(sockarg, sizeof sockarg, "--socket=%s", sock);
+    snprintf(spacearg, sizeof spacearg, "--space=%s", E.tls_addr);
+    const char *args[] = {"--role=sidecar", sockarg, "--no-http", spacearg, "--transport=tls",
+                          "--listen=tls://127.0.0.1:0", "--ring-size=1M", "--quiet", NULL};
+    setenv("CONFLUX_HANDSHAKE_MS", "4000", 1);
+    int started = proc_start(&sc, args, 1);
+    unsetenv("CONFLUX_HANDSHAKE_MS");
+    CX_CHECK_EQ_INT(started, 0);
+    CX_CHECK(strncmp(word(sc.line, 5, chans, sizeof chans), "tls://", 6) == 0);
+    int silent = hp_connect(chans), partial = hp_connect(chans);
+    CX_CHECK(silent >= 0 && partial >= 0 && hp_partial_client_hello(partial) == 0);
+    double t0 = hp_now_ms();
+    int idp[2];
+    CX_CHECK(pipe(idp) == 0);
+    pid_t c = fork();
+    if (c == 0)
+        app_contact(sock, idp[1]);
+    pid_t o = fork();
+    if (o == 0)
+        app_open(idp[0]);
+    int opened = wait_child(o, 30);
+    double ms = hp_now_ms() - t0;
+    int silent_open = !hp_closed_by_server(silent, 0), partial_open = !hp_closed_by_server(partial, 0);
+    int silent_closed = hp_closed_by_server(silent, HS_MS + 10000);
+    int partial_closed = hp_closed_by_server(partial, HS_MS + 10000);
+    kill(c, SIGTERM);
+    wait_child(c, 10);
+    char text[65536] = "";
+    size_t n = 0;
+    struct pollfd pf = {.fd = sc.err, .events = POLLIN};
+    while (n < sizeof text - 1 && poll(&pf, 1, 200) == 1) {
+        ssize_t r = read(sc.err, text + n, sizeof text - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    text[n] = '\0';
+    int lines = 0;
+    for (const char *p = text; (p = strstr(p, "conflux channel: dropped a connection before its hello"));
+         p++)
+        lines++;
+    fprintf(stderr, "  channel opened in %.0f ms with a silent and a partial peer on %s (still "
+            "open: %d, %d; deadline %d ms); %d log lines\n", ms, chans, silent_open,
+            partial_open, HS_MS, lines);
+    close(silent);
+    close(partial);
+    close(idp[0]);
+    close(idp[1]);
+    CX_CHECK_EQ_INT(proc_stop(&sc, SIGTERM), 0);
+    CX_CHECK_EQ_INT(opened, 0);
+    CX_CHECK(silent_open && partial_open);
+    CX_CHECK(silent_closed && partial_closed);
+    CX_CHECK_EQ_INT(lines, 2);
 }
 
 CX_TEST(teardown)

@@ -1072,12 +1072,12 @@ static void refuse_pending(struct cx_space_server *s, struct cx_space_accept *a,
         close(s->spare_fd);
         s->spare_fd = -1;
     }
+    STAT_ADD(s, clients_refused, 1); /* before the close: whoever sees it sees the count */
     int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0)
         close(fd);
     if (spare)
         s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    STAT_ADD(s, clients_refused, 1);
     logc_(s, "connection on %s refused: %s", a->ops->listener_addr(a->listener), why);
 }
 
@@ -1133,8 +1133,7 @@ static int accept_poll(void *ctx, int budget)
             continue;
         }
         struct cx_link *k;
-        int rc = a->ops->accept_start ? a->ops->accept_start(a->listener, s->opts.first_frame_ms, &k)
-                                      : a->ops->accept(a->listener, 0, &k);
+        int rc = cx_listener_accept(a->ops, a->listener, s->opts.first_frame_ms, &k);
         if (rc == -ETIMEDOUT || rc == -EAGAIN)
             break;
         if (rc == -EMFILE || rc == -ENFILE) {

@@ -14,6 +14,7 @@
 #include "space/cx_space_server.h"
 #include "sidecar/sc_testutil.h" /* confluxd as a real process */
 #include "space/space_testutil.h"
+#include "testutil/hostile_peer.h"
 #include "testutil/proc_stat.h"
 #include "transport/cx_addr.h"
 
@@ -88,39 +89,6 @@ static int env_up(int max_clients)
     return 0;
 }
 
-/* A raw TCP connection to a server address (tcp:// or tls://), non-blocking. */
-static int raw_connect(const char *url)
-{
-    const char *hp = strstr(url, "://") + 3;
-    struct sockaddr_in sa;
-    if (cx_addr_inet(hp, &sa) < 0)
-        return -1;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
-    }
-    fcntl(fd, F_SETFL, O_NONBLOCK);
-    return fd;
-}
-
-/* 1 once the server closed fd (EOF or reset), waiting up to ms; reads and drops data. */
-static int closed_by_server(int fd, int ms)
-{
-    double end = now_ms() + ms;
-    char sink[65536];
-    while (now_ms() < end) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        poll(&p, 1, 50);
-        ssize_t r = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
-        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
-            return 1;
-    }
-    return 0;
-}
-
 static long rss_kib(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -187,10 +155,10 @@ CX_TEST(silent_tls_connection_is_dropped_while_others_are_served)
 {
     CX_CHECK_EQ_INT(env_up(0), 0);
     uint64_t d0 = dropped();
-    int fd = raw_connect(E.tls);
+    int fd = hp_connect(E.tls);
     CX_CHECK(fd >= 0);
     CHECK_SERVED("silent tls peer");
-    CX_CHECK(closed_by_server(fd, FIRST_FRAME_MS + 3000));
+    CX_CHECK(hp_closed_by_server(fd, FIRST_FRAME_MS + 3000));
     CX_CHECK(dropped() > d0);
     close(fd);
     fprintf(stderr, "  case silent-tls: the silent peer was dropped, others served\n");
@@ -200,13 +168,11 @@ CX_TEST(partial_client_hello_is_dropped_while_others_are_served)
 {
     CX_CHECK_EQ_INT(env_up(0), 0);
     uint64_t d0 = dropped();
-    int fd = raw_connect(E.tls);
+    int fd = hp_connect(E.tls);
     CX_CHECK(fd >= 0);
-    /* a TLS record header announcing a 512-byte handshake message, and 5 bytes of it */
-    static const uint8_t hello[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03};
-    CX_CHECK(send(fd, hello, sizeof hello, MSG_NOSIGNAL) == (ssize_t)sizeof hello);
+    CX_CHECK_EQ_INT(hp_partial_client_hello(fd), 0);
     CHECK_SERVED("partial ClientHello");
-    CX_CHECK(closed_by_server(fd, FIRST_FRAME_MS + 3000));
+    CX_CHECK(hp_closed_by_server(fd, FIRST_FRAME_MS + 3000));
     CX_CHECK(dropped() > d0);
     close(fd);
     fprintf(stderr, "  case partial-client-hello: the peer was dropped, others served\n");
@@ -220,7 +186,7 @@ CX_TEST(lying_length_fields_cost_no_memory)
     long rss0 = rss_kib();
     int fds[8];
     for (int i = 0; i < 8; i++) {
-        fds[i] = raw_connect(E.tcp);
+        fds[i] = hp_connect(E.tcp);
         CX_CHECK(fds[i] >= 0);
         struct cx_frame_hdr h = {.type = i % 2 ? CX_FRAME_DATA : CX_FRAME_LOOKUP, .channel = 1,
                                  .seq = 1, .length = CX_FRAME_MAX_MSG,
@@ -237,7 +203,7 @@ CX_TEST(lying_length_fields_cost_no_memory)
     CX_CHECK(grown < 64 * 1024);
     /* none completed a first frame: the deadline closes them */
     for (int i = 0; i < 8; i++) {
-        CX_CHECK(closed_by_server(fds[i], FIRST_FRAME_MS + 3000));
+        CX_CHECK(hp_closed_by_server(fds[i], FIRST_FRAME_MS + 3000));
         close(fds[i]);
     }
     fprintf(stderr, "  case lying-length: all 8 closed by the first-frame deadline\n");
@@ -295,7 +261,7 @@ CX_TEST(many_idle_connections)
     int *fds = calloc((size_t)n, sizeof *fds);
     int opened = 0;
     for (int i = 0; i < n; i++) {
-        fds[i] = raw_connect(i % 4 ? E.tcp : E.tls);
+        fds[i] = hp_connect(i % 4 ? E.tcp : E.tls);
         if (fds[i] < 0)
             break;
         opened++;
@@ -306,7 +272,7 @@ CX_TEST(many_idle_connections)
     CHECK_SERVED("many idle connections");
     int closed = 0;
     for (int i = 0; i < opened; i++)
-        closed += closed_by_server(fds[i], i ? 100 : FIRST_FRAME_MS + 3000);
+        closed += hp_closed_by_server(fds[i], i ? 100 : FIRST_FRAME_MS + 3000);
     fprintf(stderr, "  case idle: %d of %d closed by the server\n", closed, opened);
     CX_CHECK(closed >= opened * 9 / 10);
     for (int i = 0; i < opened; i++)
@@ -330,13 +296,13 @@ CX_TEST(client_limit_evicts_silent_then_refuses)
     const char *addr = cx_space_server_addr(s);
     int silent[20];
     for (int i = 0; i < 20; i++)
-        CX_CHECK((silent[i] = raw_connect(addr)) >= 0);
+        CX_CHECK((silent[i] = hp_connect(addr)) >= 0);
     /* 20 silent ones for 8 places, and the deadline far away: evictions make room */
     double ms = legit(addr, "client limit, silent peers");
     CX_CHECK(ms >= 0 && ms < SERVED_MS);
     int evicted = 0;
     for (int i = 0; i < 20; i++) {
-        evicted += closed_by_server(silent[i], 100);
+        evicted += hp_closed_by_server(silent[i], 100);
         close(silent[i]);
     }
     fprintf(stderr, "  case client-limit: %d of 20 silent peers evicted or refused\n", evicted);
@@ -357,9 +323,9 @@ CX_TEST(client_limit_evicts_silent_then_refuses)
         usleep(10000);
     }
     CX_CHECK(st0.clients <= 8);
-    int extra = raw_connect(addr);
+    int extra = hp_connect(addr);
     CX_CHECK(extra >= 0);
-    CX_CHECK(closed_by_server(extra, 3000));
+    CX_CHECK(hp_closed_by_server(extra, 3000));
     close(extra);
     cx_space_server_stats(s, &st1);
     CX_CHECK(st1.clients_refused > st0.clients_refused);
@@ -407,7 +373,7 @@ CX_TEST(idle_timeout_closes_only_clients_without_pipes)
 CX_TEST(client_that_never_reads)
 {
     CX_CHECK_EQ_INT(env_up(0), 0);
-    int fd = raw_connect(E.tcp);
+    int fd = hp_connect(E.tcp);
     CX_CHECK(fd >= 0);
     struct cx_sp_buf q = {0};
     struct cx_sp_request r = {.op = CX_SP_LIST};
@@ -482,7 +448,7 @@ CX_TEST(garbage_bytes_are_refused)
 {
     CX_CHECK_EQ_INT(env_up(0), 0);
     uint64_t d0 = dropped();
-    int fds[3] = {raw_connect(E.tcp), raw_connect(E.tcp), raw_connect(E.tls)};
+    int fds[3] = {hp_connect(E.tcp), hp_connect(E.tcp), hp_connect(E.tls)};
     uint8_t junk[4096];
     unsigned x = 12345;
     for (size_t i = 0; i < sizeof junk; i++)
@@ -499,7 +465,7 @@ CX_TEST(garbage_bytes_are_refused)
     CX_CHECK(send(fds[2], junk, sizeof junk, MSG_NOSIGNAL) > 0);
     CHECK_SERVED("garbage bytes");
     for (int i = 0; i < 3; i++) {
-        CX_CHECK(closed_by_server(fds[i], 3000));
+        CX_CHECK(hp_closed_by_server(fds[i], 3000));
         close(fds[i]);
     }
     for (double end = now_ms() + FIRST_FRAME_MS + 3000; dropped() < d0 + 3 && now_ms() < end;)
@@ -538,7 +504,7 @@ CX_TEST(out_of_fds_in_accept_does_not_spin)
     int fds[256], n = 0;
     double t0 = now_ms(), c0 = cpu_s(sp.pid);
     while (now_ms() - t0 < 2000 && n < 256) {
-        if ((fds[n] = raw_connect(addr)) >= 0)
+        if ((fds[n] = hp_connect(addr)) >= 0)
             n++;
         usleep(10000);
     }
@@ -548,7 +514,7 @@ CX_TEST(out_of_fds_in_accept_does_not_spin)
     CX_CHECK(busy < wall / 2); /* a spinning accept would take a whole core */
     int refused = 0;
     for (int i = 0; i < n; i++) {
-        refused += closed_by_server(fds[i], 10);
+        refused += hp_closed_by_server(fds[i], 10);
         close(fds[i]);
     }
     CX_CHECK(refused > 0);

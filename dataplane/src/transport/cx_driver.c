@@ -3,6 +3,7 @@
 
 #include "common/cx_error.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +52,19 @@ int cx_connect(const char *addr, struct cx_link **out)
     if (!o)
         return -EPROTONOSUPPORT;
     return o->connect(addr, out);
+}
+
+int cx_listener_accept(const struct cx_driver_ops *ops, struct cx_listener *l, int handshake_ms,
+                       struct cx_link **out)
+{
+    return ops->accept_start ? ops->accept_start(l, handshake_ms, out) : ops->accept(l, 0, out);
+}
+
+int cx_handshake_ms(void)
+{
+    const char *e = getenv("CONFLUX_HANDSHAKE_MS");
+    long v = e ? strtol(e, NULL, 10) : 0;
+    return v >= 100 && v <= 600000 ? (int)v : CX_HANDSHAKE_MS;
 }
 
 static long long now_ms(void)

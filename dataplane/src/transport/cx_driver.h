@@ -176,6 +176,20 @@ const struct cx_driver_ops *cx_driver_for(const char *addr);
 int cx_listen(const char *addr, const struct cx_driver_ops **ops, struct cx_listener **out);
 int cx_connect(const char *addr, struct cx_link **out);
 
+/* Takes one pending connection for a server without waiting for the peer, so one silent
+ * or slow peer never holds the thread serving the others: the driver's accept_start (the
+ * handshake runs inside the link's progress and fails it with -ETIMEDOUT once handshake_ms
+ * passed; the owner must call progress at that deadline even when the fd stays quiet) or,
+ * for drivers without it, accept with no wait. -EAGAIN or -ETIMEDOUT when nobody waits.
+ * Every Conflux listener (space server, pipe runtime, channel runtime) accepts through it. */
+int cx_listener_accept(const struct cx_driver_ops *ops, struct cx_listener *l, int handshake_ms,
+                       struct cx_link **out);
+
+/* The handshake deadline of accepted connections in the pipe and channel runtimes:
+ * CONFLUX_HANDSHAKE_MS (100..600000) or CX_HANDSHAKE_MS. */
+#define CX_HANDSHAKE_MS 5000
+int cx_handshake_ms(void);
+
 /* Sends until pending() is 0 or the link fails, delivering received messages to fn. Blocks
  * (polling, with short sleeps) at most timeout_ms; -ETIMEDOUT when time ran out. */
 int cx_link_flush(struct cx_link *k, cx_recv_fn fn, void *arg, int timeout_ms);

@@ -46,6 +46,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define REC_MSG 2u
@@ -81,6 +82,12 @@ struct shm_link {
     int wake_peer;         /* a reader-idle flag was taken: write peer_efd */
     cx_recv_fn fn;         /* current progress callback */
     void *fn_arg;
+    /* accept_start: waiting in progress for the connector's hello until hs_deadline */
+    int hs;                /* 1 until the hello came (and after it failed) */
+    long long hs_deadline; /* ms, CLOCK_MONOTONIC */
+    int hs_ms;
+    char why[160];         /* why the hello failed, reported again by later calls */
+    char where[108];       /* the listener's path, for the messages */
 };
 
 /* The short header: what a whole message whose header has no ack and no fragment fields
@@ -247,17 +254,13 @@ static int map_region(int memfd, size_t len, void **out)
     return 0;
 }
 
-/* Maps the region and builds the link. side 0 = creator (the connector; tx ring 0), 1 = the
- * listener's side. */
-static int shm_make(int sock, int memfd, int my_efd, int peer_efd, uint64_t ring, int side,
-                    int init, struct cx_link **out)
+/* Maps the region and sets link s up on it (s->sock set; s->epfd made unless there).
+ * side 0 = creator (the connector; tx ring 0), 1 = the listener's side. Takes memfd and the
+ * eventfds (closed on failure). */
+static int shm_setup(struct shm_link *s, int memfd, int my_efd, int peer_efd, uint64_t ring,
+                     int side, int init)
 {
-    struct shm_link *s = calloc(1, sizeof *s);
     int rc;
-    if (!s) {
-        rc = cx_err_set(ENOMEM, "shm: out of memory");
-        goto error;
-    }
     if (ring < 4096 || ring > MAX_RING || (ring & (ring - 1))) {
         rc = cx_err_set(EPROTO, "shm: ring of %llu bytes (a power of two, 4 KiB to 1 GiB)",
                         (unsigned long long)ring);
@@ -282,55 +285,70 @@ static int shm_make(int sock, int memfd, int my_efd, int peer_efd, uint64_t ring
     pthread_once(&membar_once, membar_setup);
     cx_spsc_ring_set_barrier(&s->tx, CX_RING_PRODUCER, membar_ok, membar_ok ? membar_run : NULL);
     cx_spsc_ring_set_barrier(&s->rx, CX_RING_CONSUMER, membar_ok, membar_ok ? membar_run : NULL);
-    s->epfd = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event ev = {.events = EPOLLIN};
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP};
+    if (s->epfd < 0) {
+        s->epfd = epoll_create1(EPOLL_CLOEXEC);
+        epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->sock, &ev);
+    }
+    ev.events = EPOLLIN;
     epoll_ctl(s->epfd, EPOLL_CTL_ADD, my_efd, &ev);
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    epoll_ctl(s->epfd, EPOLL_CTL_ADD, sock, &ev);
     close(memfd);
-    s->base.ops = &cx_shm_ops;
-    s->sock = sock;
     s->my_efd = my_efd;
     s->peer_efd = peer_efd;
-    *out = &s->base;
     return 0;
 error:
-    if (s && s->map)
+    if (s->map)
         munmap(s->map, s->maplen);
-    free(s);
-    close(sock), close(memfd), close(my_efd), close(peer_efd);
+    s->map = NULL;
+    close(memfd), close(my_efd), close(peer_efd);
     return rc;
 }
 
-/* The listener's side: accepts, then takes the region and eventfds the connector sent
- * right after its connect (normally already there; waits at most HELLO_WAIT_MS). */
-#define HELLO_WAIT_MS 2000
-static int shm_accept(struct cx_listener *l, int timeout_ms, struct cx_link **out)
+static struct shm_link *link_alloc(int sock)
 {
-    struct pollfd p = {.fd = l->fd, .events = POLLIN};
-    int sock;
-    for (;;) {
-        sock = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
-        if (sock >= 0)
-            break;
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            return cx_err_set(errno, "shm: accept: %s", strerror(errno));
-        int r = poll(&p, 1, timeout_ms);
-        if (r == 0)
-            return cx_err_set(ETIMEDOUT, "shm: no peer on %s within %d ms", l->path, timeout_ms);
+    struct shm_link *s = calloc(1, sizeof *s);
+    if (s) {
+        s->base.ops = &cx_shm_ops;
+        s->sock = sock;
+        s->my_efd = s->peer_efd = s->epfd = -1;
     }
+    return s;
+}
+
+static int shm_make(int sock, int memfd, int my_efd, int peer_efd, uint64_t ring, int side,
+                    int init, struct cx_link **out)
+{
+    struct shm_link *s = link_alloc(sock);
+    int rc = s ? shm_setup(s, memfd, my_efd, peer_efd, ring, side, init) : -ENOMEM;
+    if (!s) {
+        close(memfd), close(my_efd), close(peer_efd);
+        rc = cx_err_set(ENOMEM, "shm: out of memory");
+    }
+    if (rc < 0) {
+        free(s);
+        close(sock);
+        return rc;
+    }
+    *out = &s->base;
+    return 0;
+}
+
+/* Takes the connector's hello (ring size, and the region and both eventfds by SCM_RIGHTS)
+ * from sock without waiting: 1 with ring and fds, 0 when it has not come yet, or -errno
+ * (a bad hello: what it passed is closed; the peer hung up). */
+static int take_hello(int sock, const char *where, uint64_t *ring, int fds[3])
+{
     struct hello h;
     struct iovec iov = {&h, sizeof h};
     union { char buf[CMSG_SPACE(3 * sizeof(int))]; struct cmsghdr a; } u;
     struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
                        .msg_controllen = sizeof u.buf};
-    struct pollfd q = {.fd = sock, .events = POLLIN};
-    if (poll(&q, 1, HELLO_WAIT_MS) != 1) {
-        close(sock);
-        return cx_err_set(ETIMEDOUT, "shm: a peer on %s sent no region within %d ms", l->path,
-                          HELLO_WAIT_MS);
-    }
     ssize_t r = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return 0;
+    if (r <= 0)
+        return cx_err_set(r == 0 ? ECONNRESET : errno, "shm: a peer on %s %s before its hello",
+                          where, r == 0 ? "hung up" : strerror(errno));
     struct cmsghdr *c = CMSG_FIRSTHDR(&m);
     if (r != (ssize_t)sizeof h || h.magic != SHM_MAGIC || !c || c->cmsg_type != SCM_RIGHTS ||
         c->cmsg_len != CMSG_LEN(3 * sizeof(int))) {
@@ -339,13 +357,111 @@ static int shm_accept(struct cx_listener *l, int timeout_ms, struct cx_link **ou
             for (int i = 0; i < n && i < 3; i++)
                 close(((int *)CMSG_DATA(c))[i]);
         }
-        close(sock);
-        return cx_err_set(EPROTO, "shm: bad handshake from a peer on %s", l->path);
+        return cx_err_set(EPROTO, "shm: bad handshake from a peer on %s", where);
     }
+    memcpy(fds, CMSG_DATA(c), 3 * sizeof(int));
+    *ring = h.ring;
+    return 1;
+}
+
+static int accept_fd(struct cx_listener *l, int timeout_ms)
+{
+    struct pollfd p = {.fd = l->fd, .events = POLLIN};
+    for (;;) {
+        int sock = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
+        if (sock >= 0)
+            return sock;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return cx_err_set(errno, "shm: accept: %s", strerror(errno));
+        if (errno != EINTR && timeout_ms == 0)
+            return -EAGAIN;
+        int r = poll(&p, 1, timeout_ms);
+        if (r == 0)
+            return cx_err_set(ETIMEDOUT, "shm: no peer on %s within %d ms", l->path, timeout_ms);
+    }
+}
+
+/* The listener's side: accepts, then takes the region and eventfds the connector sent
+ * right after its connect (normally already there; waits at most HELLO_WAIT_MS). */
+#define HELLO_WAIT_MS 2000
+static int shm_accept(struct cx_listener *l, int timeout_ms, struct cx_link **out)
+{
+    int sock = accept_fd(l, timeout_ms);
+    if (sock < 0)
+        return sock == -EAGAIN ? cx_err_set(ETIMEDOUT, "shm: no peer on %s", l->path) : sock;
+    struct pollfd q = {.fd = sock, .events = POLLIN};
+    uint64_t ring = 0;
     int fds[3];
-    memcpy(fds, CMSG_DATA(c), sizeof fds);
+    int rc = poll(&q, 1, HELLO_WAIT_MS) == 1 ? take_hello(sock, l->path, &ring, fds) : 0;
+    if (rc <= 0) {
+        close(sock);
+        return rc < 0 ? rc : cx_err_set(ETIMEDOUT, "shm: a peer on %s sent no region within %d ms",
+                                        l->path, HELLO_WAIT_MS);
+    }
     fcntl(sock, F_SETFL, O_NONBLOCK);
-    return shm_make(sock, fds[0], fds[1], fds[2], h.ring, 1, 0, out);
+    return shm_make(sock, fds[0], fds[1], fds[2], ring, 1, 0, out);
+}
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* accept_start (cx_driver.h): the link at once; its progress takes the hello (normally
+ * there already) and fails the link with -ETIMEDOUT when none came within handshake_ms. */
+static int hello_step(struct shm_link *s)
+{
+    if (s->failed)
+        return cx_err_set(-s->failed, "%s", s->why);
+    uint64_t ring = 0;
+    int fds[3];
+    int rc = take_hello(s->sock, s->where, &ring, fds);
+    if (rc > 0 && (rc = shm_setup(s, fds[0], fds[1], fds[2], ring, 1, 0)) == 0)
+        rc = 1;
+    if (rc == 0 && now_ms() >= s->hs_deadline)
+        rc = cx_err_set(ETIMEDOUT, "shm: accepting on %s: handshake not done within %d ms",
+                        s->where, s->hs_ms);
+    if (rc < 0) {
+        s->failed = rc;
+        snprintf(s->why, sizeof s->why, "%s", cx_errmsg());
+        return rc;
+    }
+    if (rc == 0)
+        return 0;
+    fcntl(s->sock, F_SETFL, O_NONBLOCK);
+    s->hs = 0;
+    return 1;
+}
+
+static int shm_accept_start(struct cx_listener *l, int handshake_ms, struct cx_link **out)
+{
+    if (!l || !out || handshake_ms <= 0)
+        return cx_err_set(EINVAL, "shm: accept_start needs a listener, a link pointer and a "
+                          "positive deadline (got %d ms)", handshake_ms);
+    int sock = accept_fd(l, 0);
+    if (sock < 0)
+        return sock;
+    struct shm_link *s = link_alloc(sock);
+    if (!s || (s->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+        free(s);
+        close(sock);
+        return cx_err_set(ENOMEM, "shm: out of memory for a link");
+    }
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP};
+    epoll_ctl(s->epfd, EPOLL_CTL_ADD, sock, &ev); /* the hello wakes the owner */
+    s->hs = 1;
+    snprintf(s->where, sizeof s->where, "%s", l->path);
+    s->hs_ms = handshake_ms;
+    s->hs_deadline = now_ms() + handshake_ms;
+    int rc = hello_step(s);
+    if (rc < 0) {
+        cx_link_close(&s->base);
+        return rc;
+    }
+    *out = &s->base;
+    return 0;
 }
 
 /* The connecting side creates the region (initialising the rings) and the two eventfds,
@@ -501,6 +617,8 @@ static int shm_send(struct cx_link *k, const struct cx_frame_hdr *h, const struc
                     int iovcnt)
 {
     struct shm_link *s = (struct shm_link *)k;
+    if (s->hs)
+        return cx_err_set(ENOTCONN, "shm: the peer's hello has not come yet");
     if (s->failed)
         return cx_err_set(-s->failed, "shm: send on a broken link (peer gone)");
     size_t len = cx_iov_len(iov, iovcnt);
@@ -624,6 +742,11 @@ static int shm_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
 {
     struct shm_link *s = (struct shm_link *)k;
     int work = 0;
+    if (s->hs) { /* accepted by accept_start: the hello first */
+        int rc = hello_step(s);
+        if (rc <= 0)
+            return rc;
+    }
     cx_spsc_ring_polled(&s->tx);
     if (cx_txq_len(&s->txq) && !s->failed)
         work += shm_flush(s);
@@ -657,6 +780,8 @@ static int shm_fd(struct cx_link *k) { return ((struct shm_link *)k)->epfd; }
 static int shm_arm(struct cx_link *k)
 {
     struct shm_link *s = (struct shm_link *)k;
+    if (s->hs) /* the hello wakes us */
+        return s->failed ? -EAGAIN : 0;
     uint64_t v;
     while (read(s->my_efd, &v, sizeof v) > 0) {
     }
@@ -682,8 +807,12 @@ static void shm_caps(struct cx_link *k, struct cx_driver_caps *c)
 static void shm_close(struct cx_link *k)
 {
     struct shm_link *s = (struct shm_link *)k;
-    munmap(s->map, s->maplen);
-    close(s->sock), close(s->my_efd), close(s->peer_efd), close(s->epfd);
+    if (s->map)
+        munmap(s->map, s->maplen);
+    close(s->sock);
+    if (s->my_efd >= 0)
+        close(s->my_efd), close(s->peer_efd);
+    close(s->epfd);
     cx_txq_free(&s->txq);
     free(s->asm_buf);
     free(s);
@@ -696,6 +825,7 @@ const struct cx_driver_ops cx_shm_ops = {
     .listener_addr = shm_listener_addr,
     .listener_fd = shm_listener_fd,
     .accept = shm_accept,
+    .accept_start = shm_accept_start,
     .listener_close = shm_listener_close,
     .connect = shm_connect,
     .send = shm_send,

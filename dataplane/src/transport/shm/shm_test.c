@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "transport/conformance.h"
 #include "transport/shm/cx_spsc_ring.h"
+#include "testutil/hostile_peer.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -680,6 +681,67 @@ CX_TEST(shm_blocked_reader_is_always_woken)
     CX_CHECK_EQ_INT(got, w.n);
     CX_CHECK(sleeps > 100); /* the race was run: the reader did block, again and again */
     cx_link_close(a);
+    cx_link_close(b);
+    cx_shm_ops.listener_close(l);
+}
+
+/* accept_start: a peer that connects and never sends its hello holds no one: a real peer
+ * connecting meanwhile is accepted (its hello is there already) and carries a message while
+ * the silent one is still pending; a bad hello is refused at once; the silent one fails
+ * with -ETIMEDOUT at the deadline and its socket is closed. */
+CX_TEST(shm_accept_start_serves_a_peer_while_a_silent_one_waits)
+{
+    enum { HS_MS = 3000 };
+    char addr[96];
+    snprintf(addr, sizeof addr, "shm://@cx-shm-test-hs-%d", (int)getpid());
+    struct cx_listener *l;
+    CX_CHECK_EQ_INT(cx_shm_ops.listen(addr, &l), 0);
+    int silent = hp_connect(addr);
+    CX_CHECK(silent >= 0);
+    struct cx_link *ks = NULL, *kb = NULL, *kg = NULL, *b = NULL;
+    double t0 = hp_now_ms();
+    while (!ks && hp_now_ms() - t0 < 5000)
+        cx_shm_ops.accept_start(l, HS_MS, &ks);
+    CX_CHECK(ks != NULL);
+    int memfd = memfd_create("cx-shm-test", MFD_CLOEXEC);
+    CX_CHECK(memfd >= 0 && ftruncate(memfd, 4096) == 0);
+    int liar = send_hello(addr + strlen("shm://"), 3 * 4096, memfd);
+    CX_CHECK(liar >= 0);
+    int rb = 1;
+    while (rb == 1 && hp_now_ms() - t0 < 5000) {
+        rb = cx_shm_ops.accept_start(l, HS_MS, &kb);
+        rb = rb == -EAGAIN ? 1 : rb;
+    }
+    CX_CHECK_EQ_INT(rb, -EPROTO);
+    CX_CHECK_EQ_INT(cx_shm_ops.connect(addr, &b), 0);
+    struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .channel = 1, .seq = 41};
+    struct iovec v = {"x", 1};
+    CX_CHECK_EQ_INT(cx_link_send(b, &h, &v, 1), 0);
+    uint64_t got = 0;
+    int rs = 0;
+    while ((!kg || !got) && hp_now_ms() - t0 < HS_MS - 500) {
+        if (!kg)
+            cx_shm_ops.accept_start(l, HS_MS, &kg);
+        if (kg)
+            CX_CHECK(cx_link_progress(kg, on_one, &got, 8) >= 0);
+        if (rs >= 0)
+            rs = cx_link_progress(ks, on_one, &got, 8);
+    }
+    int still_pending = rs == 0;
+    fprintf(stderr, "  a real peer served in %.0f ms beside a silent one (pending: %d)\n",
+            hp_now_ms() - t0, still_pending);
+    while (rs >= 0 && hp_now_ms() - t0 < HS_MS + 5000)
+        rs = cx_link_progress(ks, on_one, &got, 8);
+    CX_CHECK_EQ_INT((int)got, 42);
+    CX_CHECK(still_pending);
+    CX_CHECK_EQ_INT(rs, -ETIMEDOUT);
+    CX_CHECK(strstr(cx_errmsg(), "handshake not done within") != NULL);
+    cx_link_close(ks);
+    CX_CHECK(hp_closed_by_server(silent, 2000));
+    close(silent);
+    close(liar);
+    close(memfd);
+    cx_link_close(kg);
     cx_link_close(b);
     cx_shm_ops.listener_close(l);
 }

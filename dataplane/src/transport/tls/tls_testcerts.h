@@ -9,6 +9,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 struct tc_id {
     EVP_PKEY *key;
@@ -94,6 +95,41 @@ static int tc_write(const struct tc_id *id, const char *dir, const char *name)
         ok &= rename(tmp, path) == 0;
     }
     return ok ? 0 : -1;
+}
+
+/* A CA and a node certificate it signed ("node-1", DNS conflux-test) in a new directory
+ * made from the mkdtemp template dir, set as this process's credentials (and so its
+ * children's): CONFLUX_TLS_CA, _CERT, _KEY. 0 or -1. */
+static inline int tc_env_up(char *dir)
+{
+    if (!mkdtemp(dir))
+        return -1;
+    struct tc_id ca = {0}, node = {0};
+    int rc = tc_make(&ca, "Conflux test CA", NULL, NULL, -1, 30, 1) |
+             tc_make(&node, "node-1", "conflux-test", &ca, -1, 30, 2) | tc_write(&ca, dir, "ca") |
+             tc_write(&node, dir, "node");
+    tc_free(&ca);
+    tc_free(&node);
+    const char *var[3] = {"CONFLUX_TLS_CA", "CONFLUX_TLS_CERT", "CONFLUX_TLS_KEY"};
+    const char *file[3] = {"ca.pem", "node.pem", "node.key"};
+    for (int i = 0; i < 3; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, file[i]);
+        setenv(var[i], path, 1);
+    }
+    return rc ? -1 : 0;
+}
+
+/* Unsets what tc_env_up set and removes its directory. */
+static inline void tc_env_down(const char *dir)
+{
+    unsetenv("CONFLUX_TLS_CA");
+    unsetenv("CONFLUX_TLS_CERT");
+    unsetenv("CONFLUX_TLS_KEY");
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "  could not remove %s\n", dir);
 }
 
 #endif

@@ -11,6 +11,8 @@
  * an epoll set of the worker's event fd, the control socket and the link's kick eventfd
  * (cx_ucx_share.c); arm() is ucp_worker_arm.
  *
+ * accept_start runs the accepting side's exchange inside progress (cx_ucx_accept.c).
+ *
  * This file: the UCP context, the handshake, listen/accept/connect and the ops table
  * (each op runs with the link entered, cx_ucx_share.c). Exports exactly one ops table:
  * cx_ucx_ops. */
@@ -21,10 +23,14 @@
 
 #include "common/cx_error.h"
 
+#include <ucs/debug/debug.h>
+
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +38,32 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+/* UCX's error-signal handlers (UCX_ERROR_SIGNALS, by default ILL, SEGV, BUS, FPE) print a
+ * UCX backtrace for any crash of the process, the application's own included. libucs
+ * installs them when it is loaded, before main and before any ucp_init, so setting the
+ * variable at ucp_init comes too late: unless the user set UCX_ERROR_SIGNALS, it is set
+ * empty (for ucp_config_read and the programs this process runs) and the handlers that
+ * libucs installed are taken back, leaving whatever handler was there before. A handler
+ * the application installed since is not libucs's, and stays. Runs as a constructor
+ * (after libucs's own, which it depends on) and again before each ucp_init. */
+static void quiet_error_signals(void)
+{
+    if (getenv("UCX_ERROR_SIGNALS"))
+        return; /* the user's choice, even "" */
+    setenv("UCX_ERROR_SIGNALS", "", 0);
+    const int sigs[] = {SIGILL, SIGSEGV, SIGBUS, SIGFPE, SIGABRT};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction sa;
+        Dl_info di;
+        if (sigaction(sigs[i], NULL, &sa) == 0 && sa.sa_handler != SIG_DFL &&
+            sa.sa_handler != SIG_IGN && dladdr((void *)sa.sa_handler, &di) && di.dli_fname &&
+            strstr(di.dli_fname, "libucs"))
+            ucs_debug_disable_signal(sigs[i]);
+    }
+}
+
+__attribute__((constructor)) static void quiet_error_signals_at_load(void) { quiet_error_signals(); }
 
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static ucp_context_h ctx;
@@ -51,6 +83,7 @@ static int ucx_context(void)
         ctx = NULL; /* inherited across fork: unusable here, make our own (the copy leaks) */
     if (!ctx) {
         ctx_pid = getpid();
+        quiet_error_signals();
         ucp_config_t *cfg;
         ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
         if (st == UCS_OK) {
@@ -147,19 +180,39 @@ static int want_rndv(void)
 }
 
 /* Creates the worker, exchanges addresses on sock, makes the endpoint. Owns sock. */
-static int ucx_make(int sock, struct cx_link **out)
+/* Frees a link that never got to its owner (sock included). */
+static void link_free(struct ucx_link *u, ucp_address_t *addr)
+{
+    if (u->worker) {
+        if (addr)
+            ucp_worker_release_address(u->worker, addr);
+        cx_ucx_close_ep(u);
+        ucp_worker_destroy(u->worker);
+    }
+    if (u->kick_fd >= 0)
+        close(u->kick_fd);
+    if (u->epfd >= 0)
+        close(u->epfd);
+    free(u->hs_out);
+    free(u->hs_in);
+    close(u->sock);
+    free(u);
+}
+
+/* A link on control socket sock, up to the address exchange: its worker (with our AM
+ * handler), the worker's address in *addr and *alen (released by the caller) and the epoll
+ * set fd() returns. On failure sock is closed. */
+static int link_new(int sock, struct ucx_link **out, ucp_address_t **addr, size_t *alen)
 {
     int rc = ucx_context();
-    struct ucx_link *u = NULL;
-    ucp_address_t *addr = NULL;
-    size_t alen = 0;
-    uint8_t *peer = NULL;
-    if (rc < 0)
-        goto error;
-    u = calloc(1, sizeof *u);
+    if (rc < 0) {
+        close(sock);
+        return rc;
+    }
+    struct ucx_link *u = calloc(1, sizeof *u);
     if (!u) {
-        rc = cx_err_set(ENOMEM, "ucx: out of memory");
-        goto error;
+        close(sock);
+        return cx_err_set(ENOMEM, "ucx: out of memory");
     }
     u->base.ops = &cx_ucx_ops;
     u->sock = sock;
@@ -167,6 +220,7 @@ static int ucx_make(int sock, struct cx_link **out)
     u->rxq_tail = &u->rxq;
     u->rndv = want_rndv();
     cx_ucx_pool_init(&u->pool, ctx);
+    *addr = NULL;
     u->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (u->kick_fd < 0) {
         rc = cx_err_set(errno, "ucx: eventfd: %s", strerror(errno));
@@ -188,49 +242,11 @@ static int ucx_make(int sock, struct cx_link **out)
                                                UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
                                  .id = CX_UCX_AM_ID, .cb = cx_ucx_am_cb, .arg = u, .flags = UCP_AM_FLAG_WHOLE_MSG};
     if ((st = ucp_worker_set_am_recv_handler(u->worker, &hp)) != UCS_OK ||
-        (st = ucp_worker_get_address(u->worker, &addr, &alen)) != UCS_OK ||
+        (st = ucp_worker_get_address(u->worker, addr, alen)) != UCS_OK ||
         (st = ucp_worker_get_efd(u->worker, &u->efd)) != UCS_OK) {
         rc = cx_err_set(ENODEV, "ucx: worker setup: %s", ucs_status_string(st));
         goto error;
     }
-    uint32_t l32 = (uint32_t)alen, plen;
-    if ((rc = cx_fd_write_full(sock, &l32, 4)) < 0 || (rc = cx_fd_write_full(sock, addr, alen)) < 0 ||
-        (rc = cx_fd_read_full(sock, &plen, 4)) < 0)
-        goto error_wrap;
-    if (plen == 0 || plen > (1u << 20)) {
-        rc = cx_err_set(EPROTO, "ucx: peer sent a %u-byte worker address", plen);
-        goto error;
-    }
-    peer = malloc(plen);
-    if (!peer || (rc = cx_fd_read_full(sock, peer, plen)) < 0) {
-        rc = peer ? rc : cx_err_set(ENOMEM, "ucx: out of memory");
-        goto error_wrap;
-    }
-    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                                        UCP_EP_PARAM_FIELD_ERR_HANDLER,
-                          .address = (ucp_address_t *)peer,
-                          .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-                          .err_handler = {.cb = ep_err, .arg = u}};
-    /* Peer-failure handling only for RDMA (want_peer_err_mode); otherwise failed sends and
-     * the control socket tell us of a dead peer. */
-    if (!want_peer_err_mode())
-        ep.field_mask &= ~(uint64_t)(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
-    st = ucp_ep_create(u->worker, &ep, &u->ep);
-    if (st != UCS_OK) {
-        u->ep = NULL;
-        rc = cx_err_set(ECONNREFUSED, "ucx: endpoint to peer: %s", ucs_status_string(st));
-        goto error;
-    }
-    /* wait until both sides have their endpoint before traffic (a byte each way) */
-    char b = 1;
-    if ((rc = cx_fd_write_full(sock, &b, 1)) < 0 || (rc = cx_fd_read_full(sock, &b, 1)) < 0)
-        goto error_wrap;
-    free(peer);
-    peer = NULL;
-    ucp_worker_release_address(u->worker, addr);
-    addr = NULL;
-    cx_tcp_tune(sock);
     u->epfd = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN};
     if (u->epfd < 0 || epoll_ctl(u->epfd, EPOLL_CTL_ADD, u->efd, &ev) < 0 ||
@@ -239,6 +255,66 @@ static int ucx_make(int sock, struct cx_link **out)
         rc = cx_err_set(errno, "ucx: epoll: %s", strerror(errno));
         goto error;
     }
+    *out = u;
+    return 0;
+error:
+    link_free(u, *addr);
+    *addr = NULL;
+    return rc;
+}
+
+int cx_ucx_ep_create(struct ucx_link *u, const void *peer)
+{
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLER,
+                          .address = (const ucp_address_t *)peer,
+                          .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                          .err_handler = {.cb = ep_err, .arg = u}};
+    /* Peer-failure handling only for RDMA (want_peer_err_mode); otherwise failed sends and
+     * the control socket tell us of a dead peer. */
+    if (!want_peer_err_mode())
+        ep.field_mask &= ~(uint64_t)(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
+    ucs_status_t st = ucp_ep_create(u->worker, &ep, &u->ep);
+    if (st != UCS_OK) {
+        u->ep = NULL;
+        return cx_err_set(ECONNREFUSED, "ucx: endpoint to peer: %s", ucs_status_string(st));
+    }
+    return 0;
+}
+
+/* The link on sock with the address exchange done here, blocking (connect, accept). */
+static int ucx_make(int sock, struct cx_link **out)
+{
+    struct ucx_link *u;
+    ucp_address_t *addr;
+    size_t alen;
+    int rc = link_new(sock, &u, &addr, &alen);
+    if (rc < 0)
+        return rc;
+    uint8_t *peer = NULL;
+    uint32_t l32 = (uint32_t)alen, plen;
+    if ((rc = cx_fd_write_full(sock, &l32, 4)) < 0 || (rc = cx_fd_write_full(sock, addr, alen)) < 0 ||
+        (rc = cx_fd_read_full(sock, &plen, 4)) < 0)
+        goto error_wrap;
+    if (plen == 0 || plen > CX_UCX_ADDR_MAX) {
+        rc = cx_err_set(EPROTO, "ucx: peer sent a %u-byte worker address", plen);
+        goto error;
+    }
+    peer = malloc(plen);
+    if (!peer || (rc = cx_fd_read_full(sock, peer, plen)) < 0) {
+        rc = peer ? rc : cx_err_set(ENOMEM, "ucx: out of memory");
+        goto error_wrap;
+    }
+    if ((rc = cx_ucx_ep_create(u, peer)) < 0)
+        goto error;
+    /* wait until both sides have their endpoint before traffic (a byte each way) */
+    char b = 1;
+    if ((rc = cx_fd_write_full(sock, &b, 1)) < 0 || (rc = cx_fd_read_full(sock, &b, 1)) < 0)
+        goto error_wrap;
+    free(peer);
+    ucp_worker_release_address(u->worker, addr);
+    cx_tcp_tune(sock);
     cx_ucx_share_add(u);
     *out = &u->base;
     return 0;
@@ -246,20 +322,7 @@ error_wrap:
     rc = cx_err_wrap(rc, "ucx: address exchange");
 error:
     free(peer);
-    if (u && u->worker) {
-        if (addr)
-            ucp_worker_release_address(u->worker, addr);
-        cx_ucx_close_ep(u);
-        ucp_worker_destroy(u->worker);
-    }
-    if (u) {
-        if (u->kick_fd >= 0)
-            close(u->kick_fd);
-        if (u->epfd >= 0)
-            close(u->epfd);
-    }
-    free(u);
-    close(sock);
+    link_free(u, addr);
     return rc;
 }
 
@@ -308,6 +371,35 @@ static int ucx_accept(struct cx_listener *l, int timeout_ms, struct cx_link **ou
     }
 }
 
+/* accept_start (cx_driver.h): the address exchange runs in the link's progress
+ * (cx_ucx_accept.c), so a peer that connects and sends nothing holds no one. */
+static int ucx_accept_start(struct cx_listener *l, int handshake_ms, struct cx_link **out)
+{
+    if (!l || !out || handshake_ms <= 0)
+        return cx_err_set(EINVAL, "ucx: accept_start needs a listener, a link pointer and a "
+                          "positive deadline (got %d ms)", handshake_ms);
+    int fd;
+    while ((fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+        if (errno != EINTR)
+            return errno == EAGAIN || errno == EWOULDBLOCK
+                       ? -EAGAIN
+                       : cx_err_set(errno, "ucx: accept: %s", strerror(errno));
+    struct ucx_link *u;
+    ucp_address_t *addr;
+    size_t alen;
+    int rc = link_new(fd, &u, &addr, &alen);
+    if (rc < 0)
+        return rc;
+    rc = cx_ucx_hs_start(u, addr, alen, handshake_ms);
+    ucp_worker_release_address(u->worker, addr);
+    if (rc < 0) {
+        link_free(u, NULL);
+        return rc;
+    }
+    *out = &u->base;
+    return 0;
+}
+
 static int ucx_connect(const char *addr, struct cx_link **out)
 {
     const char *hp = cx_addr_strip(addr, "ucx");
@@ -323,6 +415,8 @@ static int ucx_send(struct cx_link *k, const struct cx_frame_hdr *h, const struc
                     int iovcnt)
 {
     struct ucx_link *u = (struct ucx_link *)k;
+    if (u->hs)
+        return cx_err_set(ENOTCONN, "ucx: the handshake with the peer is not done");
     int nested = cx_ucx_enter(u);
     int rc = cx_ucx_send_msg(u, h, iov, iovcnt);
     cx_ucx_leave(u, nested);
@@ -341,6 +435,11 @@ static size_t ucx_pending(struct cx_link *k)
 static int ucx_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
 {
     struct ucx_link *u = (struct ucx_link *)k;
+    if (u->hs) { /* accepted by accept_start: the address exchange first */
+        int rc = cx_ucx_hs_step(u);
+        if (rc <= 0)
+            return rc;
+    }
     int nested = cx_ucx_enter(u);
     int rc = cx_ucx_progress_link(u, fn, arg, budget);
     cx_ucx_leave(u, nested);
@@ -358,6 +457,8 @@ static int ucx_fd(struct cx_link *k) { return ((struct ucx_link *)k)->epfd; }
 static int ucx_arm(struct cx_link *k)
 {
     struct ucx_link *u = (struct ucx_link *)k;
+    if (u->hs) /* the peer's bytes wake us; our own unsent ones need a retry */
+        return u->failed || u->hs_out_off < u->hs_out_len ? -EAGAIN : 0;
     int nested = cx_ucx_enter(u);
     int rc = 0;
     if (u->failed || (u->rxq && u->rxq->ready) || u->kicked || !u->ep || cx_ucx_peer_gone(u) ||
@@ -386,6 +487,8 @@ static void ucx_close(struct cx_link *k)
     close(u->sock);
     close(u->epfd);
     close(u->kick_fd);
+    free(u->hs_out);
+    free(u->hs_in);
     free(u);
 }
 
@@ -396,6 +499,7 @@ const struct cx_driver_ops cx_ucx_ops = {
     .listener_addr = ucx_listener_addr,
     .listener_fd = ucx_listener_fd,
     .accept = ucx_accept,
+    .accept_start = ucx_accept_start,
     .listener_close = ucx_listener_close,
     .connect = ucx_connect,
     .send = ucx_send,

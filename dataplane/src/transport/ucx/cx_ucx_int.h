@@ -69,10 +69,30 @@ struct ucx_link {
     int kicked;                  /* kick_fd was written and not yet drained */
     int armed;                   /* arm() succeeded and no progress since: owner may sleep */
     struct ucx_link *share_next, *share_prev;
+    /* accept_start: the address exchange runs in progress (cx_ucx_accept.c) */
+    int hs;                      /* 1 until it is done (and after it failed) */
+    long long hs_deadline;       /* ms, CLOCK_MONOTONIC */
+    int hs_ms;
+    uint8_t *hs_out, *hs_in;     /* ours: u32 length, address, later 1 byte; the peer's */
+    size_t hs_out_len, hs_out_off, hs_in_len, hs_in_want;
+    char hs_why[256];            /* why it failed, reported again by later calls */
+    char hs_peer[64];            /* the peer's "ip:port", for the messages */
 };
+
+/* The largest worker address a peer may announce. */
+#define CX_UCX_ADDR_MAX (1u << 20)
 
 /* cx_ucx.c: 1 when UCX_TLS's value (NULL: unset) may give UCX an RDMA transport */
 int cx_ucx_tls_may_rdma(const char *tls, int host_rdma);
+
+/* cx_ucx.c: u->ep to the peer's worker address. 0 or -errno. */
+int cx_ucx_ep_create(struct ucx_link *u, const void *peer);
+
+/* cx_ucx_accept.c: starts the accepting side's address exchange (sends what the socket
+ * takes of ours) and steps it without blocking: 1 once done, 0 while it waits for the peer,
+ * or a negative errno (refused, the peer left, or -ETIMEDOUT past the deadline). */
+int cx_ucx_hs_start(struct ucx_link *u, const void *addr, size_t alen, int handshake_ms);
+int cx_ucx_hs_step(struct ucx_link *u);
 
 /* cx_ucx_xfer.c */
 int cx_ucx_send_msg(struct ucx_link *u, const struct cx_frame_hdr *h, const struct iovec *iov,
