@@ -85,12 +85,20 @@ struct cx_chan_sink;
  * its HELLO, for its fabric and ucx address; in the same fabric the link becomes ucx (the
  * tcp link is closed), otherwise, or when the ucx connect fails or no answer comes within
  * 2 s, the tcp link is kept. Ids and membership still carry the tcp address.
- * cx_chan_ctx_link tells which link joins this process to another. */
+ * cx_chan_ctx_link tells which link joins this process to another.
+ *
+ * `linger_ms`: how long closing a reliable channel's source (cx_chan_source_close, the
+ * last cx_chan_close of a channel with sources, cx_chan_ctx_destroy) may wait for its
+ * events to be delivered (see cx_chan_ctx_destroy). 0: the environment variable
+ * CONFLUX_CHAN_LINGER_MS if set, else CX_CHAN_LINGER_DEFAULT_MS; negative (or a variable
+ * <= 0): no wait, queued events are dropped at close (the behaviour before the linger). */
+#define CX_CHAN_LINGER_DEFAULT_MS 10000
 struct cx_chan_ctx_opts {
     const char *listen;
     const char *advertise;
     int tcp_only;
     const char *fabric;
+    int linger_ms;
 };
 
 /* Creates the runtime: listener, progress engine and thread. 0, or -errno (bad address,
@@ -113,7 +121,20 @@ int cx_chan_ctx_link(struct cx_chan_ctx *ctx, const char *addr, char *out, size_
  * > 0 work done, 0 nothing (timeout or woken: check again), -EDEADLK from a handler. */
 int cx_chan_ctx_drive(struct cx_chan_ctx *ctx, long timeout_us);
 /* Closes every channel (telling the contacts), flushes the links for up to one second,
- * stops the thread and frees everything. NULL is allowed. */
+ * stops the thread and frees everything. NULL is allowed.
+ *
+ * Linger: first, every reliable channel with a source in this process delivers what its
+ * sources submitted: the events waiting in sink queues leave, and each sink's process
+ * (the sinks that were members) confirms it handed every event sent before to its
+ * handlers. This waits at most the runtime's linger (cx_chan_ctx_opts.linger_ms, default
+ * 10 s); a sink whose process dies or whose link breaks meanwhile ends its share of the
+ * wait at once (as soon as this runtime sees the link break). Best-effort channels do not
+ * wait. The outcome, as this call returns nothing: cx_errcode() is 0 when everything was
+ * delivered; otherwise ETIMEDOUT (the linger ran out) or ECONNRESET (sinks went away) with
+ * cx_errmsg() saying how many events were not delivered (queued and never sent; sent but
+ * not confirmed) and naming the first sink, and one line per such sink on stderr
+ * ("conflux channel <addr>: linger of <ms> ms: not delivered: sink <addr>/<tag> of
+ * <channel id>: ..."). */
 void cx_chan_ctx_destroy(struct cx_chan_ctx *ctx);
 
 enum cx_chan_mode {
@@ -147,7 +168,9 @@ const struct cx_format *cx_chan_format(const struct cx_chan *ch);
 enum cx_chan_mode cx_chan_mode(const struct cx_chan *ch);
 
 /* Closes this process's handle: its sources and sinks leave, the contact is told. Closing
- * the creator's handle stops new opens; members already in keep exchanging events. */
+ * the creator's handle stops new opens; members already in keep exchanging events. The
+ * last close of a reliable channel with sources here lingers first, and reports through
+ * cx_errcode() / cx_errmsg() and stderr, as cx_chan_ctx_destroy does. */
 void cx_chan_close(struct cx_chan *ch);
 
 /* ---- sources ---- */
@@ -177,7 +200,12 @@ int cx_chan_submit_wait(struct cx_chan_source *s, const void *event, int timeout
 int cx_chan_submit_owned(struct cx_chan_source *s, void *event,
                          void (*release)(void *arg, void *event), void *arg, int timeout_ms);
 
-/* Removes the source (queued events still go out). */
+/* Removes the source (queued events still go out). On a reliable channel it lingers
+ * first, as cx_chan_ctx_destroy does for every source, until the events queued for the
+ * channel's sinks left and the sinks confirmed them (other sources of this process that
+ * keep submitting to the channel meanwhile can hold it up to the linger); the outcome is
+ * in cx_errcode() / cx_errmsg() (0: delivered) and on stderr. From a sink handler it does
+ * not wait. */
 void cx_chan_source_close(struct cx_chan_source *s);
 
 /* ---- sinks ---- */

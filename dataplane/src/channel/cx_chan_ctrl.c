@@ -221,6 +221,9 @@ static int ctrl_valid(const struct chan_ctrl *m)
     case CTRL_FILTER_ERR:
         return m->chan && strlen(m->chan) < CHAN_ID_MAX;
     case CTRL_LINKS_QUERY:
+    case CTRL_SYNC:
+    case CTRL_SYNC_REPLY:
+    case CTRL_BYE:
         return 1;
     }
     return 0;
@@ -249,6 +252,23 @@ static void ctrl_recv(struct chan_peer *p, const struct cx_frame_hdr *h, const v
         chan_ctrl_post(p, &a);
         break;
     }
+    case CTRL_SYNC: { /* every earlier frame of this link was handled: say so */
+        struct chan_ctrl a = {.op = CTRL_SYNC_REPLY, .req = m->req,
+                              .token = __atomic_load_n(&p->rx_events, __ATOMIC_RELAXED)};
+        chan_ctrl_post(p, &a);
+        break;
+    }
+    case CTRL_SYNC_REPLY:
+        for (struct chan_req *r = ctx->reqs; r; r = r->next)
+            if (r->id == m->req && r->peer == p && !r->done) {
+                r->done = 1;
+                r->sync_rx = m->token;
+            }
+        break;
+    case CTRL_BYE: /* kept until the link breaks (chan_linger_bye) */
+        p->bye_rx = m->token;
+        p->said_bye = 1;
+        break;
     case CTRL_JOIN:
         chan_contact_join(ctx, p, m);
         break;

@@ -203,6 +203,7 @@ int cx_embedded_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan
     pthread_cond_init(&ctx->cv, &ca);
     pthread_condattr_destroy(&ca);
     ctx->kickfd = ctx->hs_tfd = -1;
+    ctx->linger_ms = chan_linger_ms(o);
     ctx->next_num = 1; /* mux tag 0 is link control */
     ctx->lsn.ctx = ctx->shm.ctx = ctx->ucx.ctx = ctx;
     if ((rc = chan_fabric_name(o ? o->fabric : NULL, ctx->fabric)) < 0)
@@ -281,6 +282,12 @@ void cx_embedded_chan_ctx_destroy(struct cx_chan_ctx *ctx)
 {
     if (!ctx)
         return;
+    /* first, while links may still be dialed: reliable sources' events reach their sinks */
+    cx_err_clear();
+    int lrc = chan_linger(ctx, NULL);
+    char lmsg[512];
+    if (lrc < 0)
+        snprintf(lmsg, sizeof lmsg, "%s", cx_errmsg());
     pthread_mutex_lock(&ctx->lock);
     ctx->closing = 1;
     pthread_mutex_unlock(&ctx->lock);
@@ -293,6 +300,7 @@ void cx_embedded_chan_ctx_destroy(struct cx_chan_ctx *ctx)
         cx_embedded_chan_close(ch);
         pthread_mutex_lock(&ctx->lock);
     }
+    chan_linger_say_bye(ctx); /* no sink of ours handles anything from here on */
     /* let the goodbyes leave (bounded: a dead peer must not hold us) */
     long long deadline = chan_now_ms() + 1000;
     for (;;) {
@@ -331,4 +339,8 @@ void cx_embedded_chan_ctx_destroy(struct cx_chan_ctx *ctx)
     pthread_cond_destroy(&ctx->cv);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
+    if (lrc < 0) /* what the caller reads after this void call (cx_chan.h) */
+        cx_err_set(-lrc, "%s", lmsg);
+    else
+        cx_err_clear();
 }

@@ -64,6 +64,7 @@ struct chan_dest {
     int proj_asked;
     struct chan_derived *dv;     /* compiled filters and projection scratch (cx_chan_derived.c) */
     struct chan_queue q;
+    uint64_t sent;               /* remote: events handed to its link (the linger's report) */
 };
 
 /* One member of a channel as this process knows it (the contact's list is the truth). */
@@ -124,6 +125,12 @@ struct chan_peer {
     unsigned queued;          /* events waiting in queues of dests on this peer (ctx lock) */
     int accepted;             /* it dialed us (its failures before HELLO are logged) */
     long long hs_until;       /* accepted: progress it at this deadline (ms; 0 = done) */
+    /* For the linger's report (cx_chan_linger.c): DATA frames sent on this link, and those
+     * from it handed to this process's sinks (each written under the peer lock); what the
+     * other runtime said of ours in its CTRL_BYE (ctx lock). */
+    uint64_t tx_events, rx_events;
+    uint64_t bye_rx;
+    int said_bye;
 };
 
 struct cx_chan_source {
@@ -187,6 +194,14 @@ struct cx_chan {
     uint64_t fast_submitted, fast_sent, fast_bytes;
 };
 
+/* A process that said CTRL_BYE before its link broke: how many of the events this process
+ * sent it (tx) its sinks got (rx). The last CHAN_BYES are kept for a lingering close. */
+#define CHAN_BYES 64
+struct chan_bye {
+    char addr[CHAN_ADDR_MAX];
+    uint64_t rx, tx;
+};
+
 /* A request waiting for its reply (JOIN). */
 struct chan_req {
     struct chan_req *next;
@@ -196,6 +211,7 @@ struct chan_req {
     char text[CHAN_ERR_MAX];
     uint64_t token;
     uint32_t mode, qlimit;
+    uint64_t sync_tx, sync_rx; /* CTRL_SYNC: DATA frames sent before it, and handled (reply) */
 };
 
 struct cx_chan_ctx {
@@ -227,6 +243,9 @@ struct cx_chan_ctx {
     int need_connect;          /* some dest waits for a link */
     int hs_tfd;                /* timerfd: the next accepted peer's handshake deadline */
     long long hs_next;         /* when hs_tfd fires (ms, chan_now_ms; 0 = disarmed) */
+    int linger_ms;             /* how long closing a reliable source waits (<= 0: not at all) */
+    struct chan_bye byes[CHAN_BYES]; /* ring (ctx lock) */
+    unsigned nbyes;
 };
 
 /* A control message, carried as a Conflux-format event in CX_FRAME_CTRL frames. */
@@ -240,6 +259,11 @@ enum chan_op {
     CTRL_FILTER_ERR = 7, /* source to sink: chan, tag, text */
     CTRL_LINKS_QUERY = 8, /* a dialer in a fabric, before HELLO: addr, text = its fabric */
     CTRL_LINKS = 9,      /* the answer: text = fabric ("" none), addr = ucx address ("" none) */
+    CTRL_SYNC = 10,      /* source to sink process: req; answered once every earlier frame on
+                          * this link was handled (cx_chan_linger.c) */
+    CTRL_SYNC_REPLY = 11, /* req, token = DATA frames from that link its sinks got */
+    CTRL_BYE = 12,       /* a runtime going away, to each peer: token = DATA frames from that
+                          * link its sinks got (a lingering source's report) */
 };
 
 struct chan_ctrl {
@@ -389,6 +413,21 @@ int chan_drain_peer(struct chan_peer *p);
 void chan_route_off(struct cx_chan *ch);
 /* Drops p from every dest (p is going away; ctx lock held). */
 void chan_forget_peer(struct cx_chan_ctx *ctx, struct chan_peer *p);
+
+/* ---- cx_chan_linger.c ---- */
+/* The linger from the options or CONFLUX_CHAN_LINGER_MS (cx_chan.h), in ms; <= 0: none. */
+int chan_linger_ms(const struct cx_chan_ctx_opts *o);
+/* Before a reliable source goes (only = its channel; NULL = every channel with a source):
+ * waits until what waits in the queues of their sinks has left and each remote sink's
+ * process confirmed it handled everything sent before (CTRL_SYNC), a sink's process is
+ * gone, or ctx->linger_ms passed. 0, or -ETIMEDOUT / -ECONNRESET with cx_errmsg() and a
+ * line on stderr saying how many events to which sinks were not delivered. Called without
+ * ctx lock; does nothing on the progress thread. */
+int chan_linger(struct cx_chan_ctx *ctx, struct cx_chan *only);
+/* The link to p broke: keeps what its CTRL_BYE said (ctx lock held). */
+void chan_linger_bye(struct cx_chan_ctx *ctx, const struct chan_peer *p);
+/* Destroy, channels closed: tells every peer how many of its events our sinks got. */
+void chan_linger_say_bye(struct cx_chan_ctx *ctx);
 
 /* ---- cx_chan_sink.c ---- */
 struct chan_ep *chan_ep_new(struct cx_chan_ctx *ctx, struct cx_chan *ch,

@@ -546,7 +546,15 @@ void cx_embedded_chan_close(struct cx_chan *ch)
         return;
     struct cx_chan_ctx *ctx = ch->ctx;
     pthread_mutex_lock(&ctx->lock);
-    if (--ch->refs > 0) {
+    int lrc = 0;
+    if (ch->refs == 1 && ch->sources && ch->mode == CX_CHAN_RELIABLE && !ctx->closing) {
+        /* the last handle: its sources' events reach their sinks first (the runtime's
+         * destroy lingered for every channel already) */
+        pthread_mutex_unlock(&ctx->lock);
+        lrc = chan_linger(ctx, ch);
+        pthread_mutex_lock(&ctx->lock);
+    }
+    if (--ch->refs > 0) { /* opened again meanwhile */
         pthread_mutex_unlock(&ctx->lock);
         return;
     }
@@ -569,6 +577,8 @@ void cx_embedded_chan_close(struct cx_chan *ch)
     chan_free(ch);
     pthread_cond_broadcast(&ctx->cv);
     pthread_mutex_unlock(&ctx->lock);
+    if (lrc == 0)
+        cx_err_clear(); /* the caller reads cx_errcode() after this void call (cx_chan.h) */
 }
 
 void cx_embedded_chan_stats(struct cx_chan *ch, struct cx_chan_stats *out)

@@ -167,6 +167,8 @@ int chan_peer_send_event_nokick(struct chan_peer *p, const struct cx_frame_hdr *
     int rc = fmt ? send_format(p, fmt) : 0;
     if (rc == 0)
         rc = cx_link_send(p->link, h, iov, iovcnt);
+    if (rc == 0 && h->type == CX_FRAME_DATA)
+        chan_count(&p->tx_events, 1);
     if (rc < 0 && !p->failed)
         p->failed = rc;
     return rc;
@@ -320,6 +322,7 @@ static void peer_error(void *arg, int rc)
             snprintf(r->text, sizeof r->text, "link to %s broke", p->addr);
         }
     chan_forget_peer(ctx, p);
+    chan_linger_bye(ctx, p);
     if (p->addr[0])
         chan_process_gone(ctx, p->addr);
     pthread_cond_broadcast(&ctx->cv);

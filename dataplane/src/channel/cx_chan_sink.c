@@ -170,6 +170,7 @@ static int recv_solo(struct chan_ep *ep, struct chan_peer *p, const struct cx_fr
     char err[CHAN_ERR_MAX];
     int rc = sink_convert(k, &ev, NULL, p->addr, err, sizeof err);
     chan_count(&ch->st.received_bytes, CX_FRAME_HDR_SIZE + len); /* in a round: one writer */
+    chan_count(&p->rx_events, 1);
     if (rc == 0) {
         chan_count(&ch->st.delivered, 1);
         chan_count(&ch->st.delivered_fast, 1);
@@ -236,6 +237,8 @@ void chan_ep_recv(void *arg, const struct cx_frame_hdr *h, const void *payload, 
             g[n++].k = k;
         }
     pthread_mutex_unlock(&ctx->lock);
+    if (n)
+        chan_count(&p->rx_events, 1); /* peer lock held: one writer */
     char err[CHAN_ERR_MAX]; /* written and read only when a handler fails */
     err[0] = '\0';
     for (size_t i = 0; i < n; i++) /* the link's receive buffer: decode may patch it in place */

@@ -92,6 +92,8 @@ void cx_embedded_chan_source_close(struct cx_chan_source *s)
     if (!s)
         return;
     struct cx_chan *ch = s->ch;
+    /* still a source while it lingers: its sinks without a link yet get one */
+    int rc = ch->mode == CX_CHAN_RELIABLE ? chan_linger(ch->ctx, ch) : 0;
     pthread_mutex_lock(&ch->ctx->lock);
     for (struct cx_chan_source **pp = &ch->sources; *pp; pp = &(*pp)->next)
         if (*pp == s) {
@@ -101,6 +103,8 @@ void cx_embedded_chan_source_close(struct cx_chan_source *s)
     chan_member_leave(ch, s->tag, CHAN_SOURCE);
     pthread_mutex_unlock(&ch->ctx->lock);
     free(s);
+    if (rc == 0)
+        cx_err_clear(); /* the caller reads cx_errcode() after this void call (cx_chan.h) */
 }
 
 /* Queues r on d (the caller's count moves to the queue). */
@@ -120,8 +124,10 @@ static void enqueue(struct chan_dest *d, struct chan_ref *r)
     chan_kick(ctx);
 }
 
-static void count_sent(struct cx_chan *ch, const struct chan_peer *p, size_t len)
+static void count_sent(struct chan_dest *d, const struct chan_peer *p, size_t len)
 {
+    struct cx_chan *ch = d->ch;
+    chan_count(&d->sent, 1); /* read by a lingering close without the peer lock */
     ch->st.sent++;
     ch->st.sent_shm += (uint64_t)p->shm;
     ch->st.sent_ucx += (uint64_t)p->ucx;
@@ -144,7 +150,7 @@ static void send_ref(struct chan_peer *p, struct chan_dest *d, struct chan_ref *
         iov = enc.iov, n = enc.iovcnt, len = enc.length;
     }
     if (chan_peer_send_event(p, &h, r->fmt, iov, n) == 0)
-        count_sent(d->ch, p, len);
+        count_sent(d, p, len);
 }
 
 int chan_drain_peer(struct chan_peer *p)
@@ -289,7 +295,7 @@ static void deliver_remote(struct sub *u, struct chan_dest *d)
             struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .channel = d->tag, .seq = u->seq,
                                      .format = cx_format_token(fmt)};
             if (chan_peer_send_event(p, &h, fmt, e->iov, e->iovcnt) == 0)
-                count_sent(ch, p, e->length);
+                count_sent(d, p, e->length);
             sent = 1; /* or the link broke: the sink goes with it */
             /* The link kept what did not fit (a full ring or socket): only the progress
              * thread flushes it, and it may be asleep with an empty queue armed. */
@@ -334,6 +340,7 @@ static int submit_fast(struct sub *u)
                                      .format = s->token};
             if (chan_peer_send_event_nokick(p, &h, s->fmt, u->enc.iov, u->enc.iovcnt) == 0) {
                 chan_count(&ch->fast_sent, 1);
+                chan_count(&d->sent, 1);
                 chan_count(&ch->fast_bytes, CX_FRAME_HDR_SIZE + u->enc.length);
             } else {
                 kick = 1; /* the progress thread removes the process */

@@ -48,7 +48,7 @@ struct pi_reader_stats { uint64_t from_space, from_writer, duplicates, spilled, 
 struct pi_writer_stats { uint64_t direct, held, holds, resumed, expired, resent; };
 
 struct cx_chan_ctx_opts { const char *listen; const char *advertise; int tcp_only;
-                          const char *fabric; };
+                          const char *fabric; int linger_ms; };
 enum cx_chan_mode { CX_CHAN_BEST_EFFORT = 0, CX_CHAN_RELIABLE = 1 };
 struct cx_chan_opts { const struct cx_format *format; enum cx_chan_mode mode; unsigned queue_limit; };
 struct cx_chan_event { const void *data; const struct cx_format *format; uint64_t token;
