@@ -45,8 +45,18 @@ app.kubernetes.io/component: operator
 {{- define "conflux.validatingName" -}}{{ include "conflux.fullname" . }}-validating{{- end -}}
 
 {{- define "conflux.operatorImage" -}}
-{{ .Values.operator.image.repository }}:{{ default .Chart.AppVersion .Values.operator.image.tag }}
+{{ include "conflux.image" (list .Values.operator.image .Chart.AppVersion) }}
 {{- end -}}
 {{- define "conflux.confluxdImage" -}}
-{{ .Values.confluxd.image.repository }}:{{ default .Chart.AppVersion .Values.confluxd.image.tag }}
+{{ include "conflux.image" (list .Values.confluxd.image .Chart.AppVersion) }}
+{{- end -}}
+
+{{/* repository@digest when a digest is set, else repository:tag (appVersion by default). */}}
+{{- define "conflux.image" -}}
+{{- $img := index . 0 -}}
+{{- if $img.digest -}}
+{{ $img.repository }}@{{ $img.digest }}
+{{- else -}}
+{{ $img.repository }}:{{ default (index . 1) $img.tag }}
+{{- end -}}
 {{- end -}}
