@@ -90,8 +90,9 @@ struct cx_chan_sink;
  * `linger_ms`: how long closing a reliable channel's source (cx_chan_source_close, the
  * last cx_chan_close of a channel with sources, cx_chan_ctx_destroy) may wait for its
  * events to be delivered (see cx_chan_ctx_destroy). 0: the environment variable
- * CONFLUX_CHAN_LINGER_MS if set, else CX_CHAN_LINGER_DEFAULT_MS; negative (or a variable
- * <= 0): no wait, queued events are dropped at close (the behaviour before the linger). */
+ * CONFLUX_CHAN_LINGER_MS if set (0..3600000; other values warn and take the default), else
+ * CX_CHAN_LINGER_DEFAULT_MS; negative (or a variable <= 0): no wait, queued events are
+ * dropped at close (the behaviour before the linger). */
 #define CX_CHAN_LINGER_DEFAULT_MS 10000
 struct cx_chan_ctx_opts {
     const char *listen;

@@ -5,13 +5,17 @@
  * though, so nothing would call that progress: a timerfd, armed for the earliest deadline of
  * the peers accepted since, wakes the engine, which progresses those peers once; the ones
  * that fail then (a silent peer, a partial ClientHello) are logged (cx_chan_peer.c) and
- * dropped like any broken link, while every other peer was served meanwhile. */
+ * dropped like any broken link, while every other peer was served meanwhile. A peer whose
+ * link is up (plain tcp, or a handshake done) but that has not said HELLO by then is dropped
+ * the same way: every runtime's first frame on a link it dialed is its HELLO (or, in a
+ * fabric, the links question just before it), so such a peer is silent or lying. */
 #define _GNU_SOURCE
 #include "channel/cx_chan_int.h"
 
 #include "common/cx_error.h"
 
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/timerfd.h>
@@ -58,6 +62,22 @@ int chan_listen_poll(void *arg, int budget)
     return work;
 }
 
+/* An accepted peer still without HELLO at its deadline fails; the engine drops it. */
+static void drop_if_silent(struct chan_peer *p)
+{
+    cx_rlock(&p->lock);
+    if (!p->failed && !p->addr[0]) {
+        p->failed = cx_err_set(ETIMEDOUT, "no hello within the handshake deadline (%d ms)",
+                               cx_handshake_ms());
+        fprintf(stderr, "conflux channel: dropped a connection before its hello: %s\n",
+                cx_errmsg());
+        pthread_mutex_lock(&p->ctx->lock);
+        chan_kick(p->ctx); /* its arm now refuses to sleep: the next round drops it */
+        pthread_mutex_unlock(&p->ctx->lock);
+    }
+    cx_runlock(&p->lock);
+}
+
 /* The timer fired: progress every accepted peer whose deadline passed, once. */
 static int deadline_poll(void *arg, int budget)
 {
@@ -89,8 +109,10 @@ static int deadline_poll(void *arg, int budget)
         arm_at(ctx, next);
     pthread_mutex_unlock(&ctx->lock);
     /* peers are freed only by the engine's rounds, which do not run meanwhile */
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         chan_peer_poll(due[i], 1); /* logs a failure (the engine then drops the peer) */
+        drop_if_silent(due[i]);
+    }
     free(due);
     return (int)n + 1;
 }

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "channel/cx_chan_int.h"
 
+#include "common/cx_env.h"
 #include "common/cx_error.h"
 
 #include <inttypes.h>
@@ -24,7 +25,10 @@ int chan_linger_ms(const struct cx_chan_ctx_opts *o)
     if (o && o->linger_ms)
         return o->linger_ms;
     const char *env = getenv("CONFLUX_CHAN_LINGER_MS");
-    return env && *env ? atoi(env) : CX_CHAN_LINGER_DEFAULT_MS;
+    if (env && env[strspn(env, " ")] == '-')
+        return -1; /* negative: no wait */
+    uint64_t ms = cx_env_u64("CONFLUX_CHAN_LINGER_MS", CX_CHAN_LINGER_DEFAULT_MS, 0, 3600000);
+    return ms ? (int)ms : -1;
 }
 
 void chan_linger_bye(struct cx_chan_ctx *ctx, const struct chan_peer *p)

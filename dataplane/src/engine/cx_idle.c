@@ -3,6 +3,8 @@
 
 #include "engine/cx_engine.h"
 
+#include "common/cx_env.h"
+
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,14 +24,8 @@ void cx_idle_state_init(struct cx_idle_state *st)
 
 uint64_t cx_idle_spin_ns(void)
 {
-    const char *env = getenv("CONFLUX_SPIN_US"); /* a host with idle cores may spin longer */
-    if (env && *env) {
-        char *end;
-        unsigned long us = strtoul(env, &end, 10);
-        if (!*end && us <= 1000000)
-            return us * 1000;
-    }
-    return CX_IDLE_SPIN_NS;
+    /* a host with idle cores may spin longer */
+    return cx_env_u64("CONFLUX_SPIN_US", CX_IDLE_SPIN_NS / 1000, 0, 1000000) * 1000;
 }
 
 void cx_idle_spin_until(uint64_t start_ns, uint64_t spin_ns)

@@ -5,6 +5,7 @@
 #ifndef HOSTILE_PEER_H
 #define HOSTILE_PEER_H
 
+#include "common/cx_frame.h"
 #include "transport/cx_addr.h"
 
 #include <errno.h>
@@ -68,13 +69,25 @@ static inline int hp_partial_client_hello(int fd)
     return send(fd, hello, sizeof hello, MSG_NOSIGNAL) == (ssize_t)sizeof hello ? 0 : -1;
 }
 
+/* Sends the first half of a valid frame header announcing a 1000-byte message: a plain
+ * tcp peer that started its first frame and never finishes it. 0 or -1. */
+static inline int hp_partial_frame(int fd)
+{
+    struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .length = 1000};
+    uint8_t b[CX_FRAME_HDR_SIZE];
+    cx_frame_encode(&h, b);
+    return send(fd, b, sizeof b / 2, MSG_NOSIGNAL) == (ssize_t)(sizeof b / 2) ? 0 : -1;
+}
+
 /* The start of a handshake, never finished, for a listener of scheme: tls, half a
- * ClientHello; ucx, a 64-byte worker address announced and 5 bytes of it; shm, nothing (its
- * hello is one message: a partial one is a silent one). 0 or -1. */
+ * ClientHello; ucx, a 64-byte worker address announced and 5 bytes of it; tcp, half a frame
+ * header; shm, nothing (its hello is one message: a partial one is a silent one). 0 or -1. */
 static inline int hp_partial_handshake(int fd, const char *scheme)
 {
     if (strcmp(scheme, "shm") == 0)
         return 0;
+    if (strcmp(scheme, "tcp") == 0)
+        return hp_partial_frame(fd);
     if (strcmp(scheme, "ucx") == 0) {
         static const uint8_t addr[] = {64, 0, 0, 0, 1, 2, 3, 4, 5};
         return send(fd, addr, sizeof addr, MSG_NOSIGNAL) == (ssize_t)sizeof addr ? 0 : -1;

@@ -406,7 +406,7 @@ typedef pid_t (*cx_conf_spawn_fn)(const char *addr);
                 CX_CONF_CHECK_RC(cx_link_progress(b, cx_conf_count, cb, 16));               \
             } while (cx_link_pending(a) > (4u << 20));                                     \
         }                                                                                  \
-        while (cb[0] < BW && cx_conf_now() - t0 < 30) {                                    \
+        while (cb[0] < BW && cx_conf_now() - t0 < 120) {                                   \
             CX_CONF_CHECK_RC(cx_link_progress(a, cx_conf_count, ca, 16));                   \
             CX_CONF_CHECK_RC(cx_link_progress(b, cx_conf_count, cb, 16));                   \
         }                                                                                  \

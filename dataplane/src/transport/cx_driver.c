@@ -1,6 +1,7 @@
 /* Driver lookup by address scheme and helpers common to every link (see cx_driver.h). */
 #include "transport/cx_driver.h"
 
+#include "common/cx_env.h"
 #include "common/cx_error.h"
 
 #include <stdlib.h>
@@ -62,9 +63,7 @@ int cx_listener_accept(const struct cx_driver_ops *ops, struct cx_listener *l, i
 
 int cx_handshake_ms(void)
 {
-    const char *e = getenv("CONFLUX_HANDSHAKE_MS");
-    long v = e ? strtol(e, NULL, 10) : 0;
-    return v >= 100 && v <= 600000 ? (int)v : CX_HANDSHAKE_MS;
+    return (int)cx_env_u64("CONFLUX_HANDSHAKE_MS", CX_HANDSHAKE_MS, 100, 600000);
 }
 
 static long long now_ms(void)

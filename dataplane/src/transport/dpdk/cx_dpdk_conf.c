@@ -1,6 +1,7 @@
 /* The dpdk driver's settings from the caller and the environment; see cx_dpdk_conf.h. */
 #include "transport/dpdk/cx_dpdk_conf.h"
 
+#include "common/cx_env.h"
 #include "common/cx_error.h"
 #include "common/cx_fabric_env.h"
 
@@ -51,19 +52,20 @@ int cx_dpdk_plan_make(const struct cx_dpdk_config *c, struct cx_dpdk_plan *out)
 {
     memset(out, 0, sizeof *out);
     const char *s;
+    uint64_t v;
     if ((s = getenv("CONFLUX_DPDK_MTU")) && *s && !(c && c->mtu)) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (*end || v < 576 || v > 65535)
-            return cx_err_set(EINVAL, "dpdk: CONFLUX_DPDK_MTU='%s' (576..9000)", s);
+        if (cx_env_parse_u64("CONFLUX_DPDK_MTU", s, 576, 65535, &v) < 0)
+            return cx_err_wrap(-EINVAL, "dpdk");
         out->mtu = (unsigned)v;
     }
     if (c && c->mtu)
         out->mtu = c->mtu;
     out->peer_timeout_ms = c && c->peer_timeout_ms ? c->peer_timeout_ms : 0;
-    if (!out->peer_timeout_ms && (s = getenv("CONFLUX_DPDK_PEER_TIMEOUT_MS")) && *s &&
-        (out->peer_timeout_ms = (unsigned)atoi(s)) == 0)
-        return cx_err_set(EINVAL, "dpdk: CONFLUX_DPDK_PEER_TIMEOUT_MS='%s' (milliseconds > 0)", s);
+    if (!out->peer_timeout_ms && (s = getenv("CONFLUX_DPDK_PEER_TIMEOUT_MS")) && *s) {
+        if (cx_env_parse_u64("CONFLUX_DPDK_PEER_TIMEOUT_MS", s, 1, 86400000, &v) < 0)
+            return cx_err_wrap(-EINVAL, "dpdk");
+        out->peer_timeout_ms = (unsigned)v;
+    }
     int rc = cx_fabric_dev_resolve(&out->dev);
     if (rc < 0)
         return cx_err_wrap(rc, "dpdk: the fabric device");

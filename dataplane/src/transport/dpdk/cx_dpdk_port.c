@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "transport/dpdk/cx_dpdk_port.h"
 
+#include "common/cx_env.h"
 #include "common/cx_error.h"
 #include "transport/cx_txq.h"
 #include "transport/dpdk/cx_dpdk_conf.h"
@@ -262,10 +263,9 @@ static int setup_locked(const struct cx_dpdk_config *c)
     const char *s;
     unsigned spin = WATCH_SPIN_US;
     if ((s = getenv("CONFLUX_DPDK_WATCH_SPIN_US")) && *s) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (*end || v < 0 || v > 1000000)
-            return cx_err_set(EINVAL, "dpdk: CONFLUX_DPDK_WATCH_SPIN_US='%s' (0..1000000)", s);
+        uint64_t v;
+        if (cx_env_parse_u64("CONFLUX_DPDK_WATCH_SPIN_US", s, 0, 1000000, &v) < 0)
+            return cx_err_wrap(-EINVAL, "dpdk");
         spin = (unsigned)v;
     }
     if ((rc = eal_start(pl.eal_args)) < 0)

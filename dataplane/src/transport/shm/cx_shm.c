@@ -27,6 +27,7 @@
 #include "transport/cx_txq.h"
 #include "transport/shm/cx_spsc_ring.h"
 
+#include "common/cx_env.h"
 #include "common/cx_error.h"
 
 #include <endian.h>
@@ -121,8 +122,7 @@ static int getenv_flag_off(const char *name)
 
 static uint64_t ring_size(void)
 {
-    const char *e = getenv("CX_SHM_RING_BYTES");
-    uint64_t n = e ? strtoull(e, NULL, 0) : DEFAULT_RING;
+    uint64_t n = cx_env_u64("CX_SHM_RING_BYTES", DEFAULT_RING, 4096, MAX_RING);
     uint64_t p = 4096;
     while (p < n && p < MAX_RING) p <<= 1;
     return p;
@@ -133,8 +133,7 @@ static uint64_t ring_size(void)
  * (128 KiB) reuses the window while the peer keeps up. */
 static uint64_t hot_size(void)
 {
-    const char *e = getenv("CX_SHM_HOT_BYTES");
-    return e ? strtoull(e, NULL, 0) : DEFAULT_HOT;
+    return cx_env_u64("CX_SHM_HOT_BYTES", DEFAULT_HOT, 0, MAX_RING);
 }
 
 /* The asymmetric Dekker of the rings' wake-up (cx_spsc_ring.h): every process with shm

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "transport/udp/cx_udp_int.h"
 
+#include "common/cx_env.h"
 #include "common/cx_error.h"
 #include "transport/cx_txq.h"
 
@@ -51,14 +52,7 @@ static uint64_t now_ns(void)
 
 static uint64_t peer_timeout_ns(void)
 {
-    const char *env = getenv("CONFLUX_UDP_PEER_TIMEOUT_MS");
-    if (env && *env) {
-        char *end;
-        unsigned long long ms = strtoull(env, &end, 10);
-        if (!*end)
-            return ms * 1000000ull;
-    }
-    return 10000ull * 1000000ull;
+    return cx_env_u64("CONFLUX_UDP_PEER_TIMEOUT_MS", 10000, 0, 86400000) * 1000000ull;
 }
 
 int cx_udp_link_new(int fd, const struct sockaddr_in *peer, uint64_t nonce, int server,

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "transport/udp/cx_udp_int.h"
 
+#include "common/cx_env.h"
 #include "common/cx_error.h"
 
 #include <arpa/inet.h>
@@ -44,14 +45,7 @@ size_t cx_udp_max_msg(int fd)
         if (m < max)
             max = m;
     }
-    const char *env = getenv("CONFLUX_UDP_MAX_MSG");
-    if (env && *env) {
-        char *end;
-        unsigned long v = strtoul(env, &end, 10);
-        if (!*end && v >= 64 && v < max)
-            max = v;
-    }
-    return max;
+    return (size_t)cx_env_u64("CONFLUX_UDP_MAX_MSG", max, 64, max);
 }
 
 static void put64(uint8_t *p, uint64_t v)
