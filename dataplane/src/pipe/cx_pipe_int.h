@@ -156,6 +156,9 @@ void pi_reader_direct_gone(uint64_t pipe_id);
 /* A segment from a writer's direct link for pipe_id (g_pi.mu held). */
 void pi_reader_offer_direct(uint64_t pipe_id, const struct cx_frame_hdr *h, const void *p, size_t len);
 int pi_reader_fds(struct pollfd *pf, int cap);
+/* When pi_reader_service next has timed work for r (a stalled direct stream to resume from
+ * the space, a reconnect to retry), on pi_now_ms's clock; 0: none, it waits for its fd. */
+double pi_reader_due_ms(const struct pi_reader *r);
 void pi_reader_free(struct pi_reader *r);
 void pi_writer_free(struct pi_writer *w);
 /* Pushes out what waits in a writer's corked sockets when it waited at least min_ms;

@@ -264,6 +264,17 @@ int pi_reader_fds(struct pollfd *pf, int cap)
     return n;
 }
 
+double pi_reader_due_ms(const struct pi_reader *r)
+{
+    if (r->err || r->stream_done)
+        return 0;
+    if (r->paused)
+        return r->progress_at + STALL_MS;
+    if (!r->stream)
+        return r->retry_at > 0 ? r->retry_at : pi_now_ms();
+    return 0;
+}
+
 /* ---- the application's calls ------------------------------------------------------- */
 
 long cx_embedded_pi_read_timeout(int d, void *b, size_t len, const struct cx_format *t, int timeout_ms)

@@ -23,6 +23,7 @@
 struct pi_inbound {
     struct cx_link *link;
     uint64_t pipe_id;   /* from the writer's hello */
+    double hello_due;   /* 0 once the hello came; else a link still silent then is dropped */
     struct pi_inbound *next;
 };
 
@@ -99,9 +100,15 @@ static void on_inbound(void *arg, const struct cx_frame_hdr *h, const void *p, s
     pi_reader_offer_direct(ib->pipe_id, h, p, len); /* h->seq: the segment's id */
 }
 
+#define HELLO_SLACK_MS 20 /* the link's own clock must see its handshake deadline passed */
+#define POLL_FDS_MAX 64   /* in-bound links polled by fd; with more, a 20 ms tick serves all */
+#define TICK_MS 20
+
 /* Accepts without waiting for any peer (cx_listener_accept): a writer's handshake runs in
- * its link's progress, called here every round (at most 20 ms apart), which fails a link
- * whose handshake is not done by the deadline; meanwhile the other writers are served. */
+ * its link's progress, called here when its fd wakes and at its deadline (the thread sleeps
+ * until the earliest one), which fails a link whose handshake is not done by then; a link
+ * that is up but has not said which pipe it carries by then (plain tcp: silent, or half a
+ * frame) is dropped the same way; meanwhile the other writers are served. */
 static int service_inbound(void)
 {
     int work = 0;
@@ -119,6 +126,7 @@ static int service_inbound(void)
             break;
         }
         ib->link = k;
+        ib->hello_due = pi_now_ms() + cx_handshake_ms() + HELLO_SLACK_MS;
         ib->next = g_pi.in;
         g_pi.in = ib;
         work++;
@@ -126,6 +134,10 @@ static int service_inbound(void)
     for (struct pi_inbound **pp = &g_pi.in; *pp;) {
         struct pi_inbound *ib = *pp;
         int n = cx_link_progress(ib->link, on_inbound, ib, 256);
+        if (ib->pipe_id)
+            ib->hello_due = 0;
+        else if (n >= 0 && pi_now_ms() >= ib->hello_due)
+            n = cx_err_set(ETIMEDOUT, "no hello within the handshake deadline (%d ms)", cx_handshake_ms());
         if (n < 0) { /* the writer left: its readers go on from the space */
             if (!ib->pipe_id) /* never said which pipe: a failed handshake, a stranger */
                 fprintf(stderr, "conflux pipe: dropped a direct link before its hello: %s\n",
@@ -150,6 +162,28 @@ int pi_rt_inbound_links(uint64_t pipe_id)
     return n;
 }
 
+/* How long the in-bound thread may sleep: until the earliest timer of an in-bound link or a
+ * reader, or for ever (-1) when there is none, so an idle process never wakes. */
+static int sleep_ms(int nin)
+{
+    if (nin > POLL_FDS_MAX)
+        return TICK_MS;
+    double due = 0;
+    for (struct pi_inbound *ib = g_pi.in; ib; ib = ib->next)
+        if (ib->hello_due && (!due || ib->hello_due < due))
+            due = ib->hello_due;
+    for (int i = 0; i < g_pi.desc_hi; i++)
+        if (g_pi.desc[i].kind == PI_READER) {
+            double d = pi_reader_due_ms(g_pi.desc[i].r);
+            if (d && (!due || d < due))
+                due = d;
+        }
+    if (!due)
+        return -1;
+    double ms = due - pi_now_ms();
+    return ms <= 0 ? 0 : ms > 60000 ? 60000 : (int)ms + 1;
+}
+
 static void *inbound_thread(void *arg)
 {
     (void)arg;
@@ -171,18 +205,20 @@ static void *inbound_thread(void *arg)
         /* Arm each direct link before blocking on its fd: shm and ucx wake the fd only for
          * an armed reader, and tls may hold decrypted bytes the socket no longer shows.
          * -EAGAIN: progress has work (or a failure to report) first. */
-        int busy = 0;
-        for (struct pi_inbound *ib = g_pi.in; ib; ib = ib->next)
+        int busy = 0, nin = 0;
+        for (struct pi_inbound *ib = g_pi.in; ib; ib = ib->next, nin++)
             busy |= cx_link_arm(ib->link) < 0;
         int n = 0;
         pf[n++] = (struct pollfd){.fd = g_pi.lops->listener_fd(g_pi.listener), .events = POLLIN};
         if (g_pi.wake_fd >= 0)
             pf[n++] = (struct pollfd){.fd = g_pi.wake_fd, .events = POLLIN};
-        for (struct pi_inbound *ib = g_pi.in; ib && n < 64; ib = ib->next)
+        for (struct pi_inbound *ib = g_pi.in; ib && n < POLL_FDS_MAX; ib = ib->next)
             pf[n++] = (struct pollfd){.fd = cx_link_fd(ib->link), .events = POLLIN};
-        n += pi_reader_fds(pf + n, (int)(sizeof pf / sizeof pf[0]) - n);
+        int cap = (int)(sizeof pf / sizeof pf[0]) - n, nr = pi_reader_fds(pf + n, cap);
+        n += nr;
+        int ms = busy ? 0 : writers_wait ? 1 : nr == cap || g_pi.wake_fd < 0 ? TICK_MS : sleep_ms(nin);
         pthread_mutex_unlock(&g_pi.mu);
-        poll(pf, (nfds_t)n, busy ? 0 : writers_wait ? 1 : 20); /* 20 ms: reconnect timers */
+        poll(pf, (nfds_t)n, ms);
         uint64_t cnt;
         if (g_pi.wake_fd >= 0 && read(g_pi.wake_fd, &cnt, sizeof cnt) < 0) {
             /* nothing was pending (non-blocking) */

@@ -105,7 +105,7 @@ static void mark_dirty(struct pi_writer *w)
         w->dirty_at = pi_now_ms();
     }
     pthread_mutex_unlock(&w->cork_mu);
-    /* the in-bound thread may be asleep for its 20 ms timers: it must flush this within
+    /* the in-bound thread may be asleep until its next timer: it must flush this within
      * about 1 ms, so it re-polls with the short timeout */
     if (was_clean)
         pi_rt_wake();
