@@ -5,6 +5,7 @@
  *   cx_pipe_migrate.c pi_migrate_out pi_migrate_in, the writer's hold list, pi_writer_stats,
  *                     pi_link
  *   cx_pipe_seg.c     typed segments: events of a format <-> segment bytes
+ *   cx_pipe_cursor.c  pi_attach_named pi_ack (durable named readers)
  */
 #ifndef CX_PIPE_INT_H
 #define CX_PIPE_INT_H
@@ -35,6 +36,7 @@ struct pi_space {
 
 struct pi_reader {
     char name[128];
+    char cursor[72];            /* pi_attach_named's cursor ("" for pi_attach) */
     int space;
     uint64_t pipe_id;
     struct cx_pipe_buf *buf;    /* under g_pi.mu */
@@ -156,6 +158,8 @@ void pi_reader_direct_gone(uint64_t pipe_id);
 /* A segment from a writer's direct link for pipe_id (g_pi.mu held). */
 void pi_reader_offer_direct(uint64_t pipe_id, const struct cx_frame_hdr *h, const void *p, size_t len);
 int pi_reader_fds(struct pollfd *pf, int cap);
+/* The reader of descriptor d, or NULL with EBADF set (g_pi.mu held). */
+struct pi_reader *pi_reader_get(int d);
 void pi_reader_free(struct pi_reader *r);
 void pi_writer_free(struct pi_writer *w);
 /* Pushes out what waits in a writer's corked sockets when it waited at least min_ms;
