@@ -12,7 +12,8 @@
 #include <unistd.h>
 
 #define MAGIC "CXCURSR1"
-#define FILE_LEN 32
+#define SLOT_LEN 32
+#define FILE_LEN (2 * SLOT_LEN)
 #define PREFIX "cursor-"
 
 static int is_alnum(unsigned char c)
@@ -60,60 +61,95 @@ static uint32_t get32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* Encodes a record into b[SLOT_LEN]. */
+static void slot_encode(uint8_t *b, uint64_t pos, uint64_t seq)
+{
+    memset(b, 0, SLOT_LEN);
+    memcpy(b, MAGIC, 8);
+    put64(b + 8, pos);
+    put64(b + 16, seq);
+    put64(b + 24, cx_crc32c(0, b, 24)); /* the CRC, then four zero bytes */
+}
+
+/* 1 and *pos, *seq when b[SLOT_LEN] holds a whole record. */
+static int slot_decode(const uint8_t *b, uint64_t *pos, uint64_t *seq)
+{
+    if (memcmp(b, MAGIC, 8) != 0 || get32(b + 24) != cx_crc32c(0, b, 24) || get32(b + 28) != 0)
+        return 0;
+    *pos = get64(b + 8);
+    *seq = get64(b + 16);
+    return *seq != 0;
+}
+
+/* The cursor file open at fd: 0 and the newest whole slot's position and sequence, -ENOENT
+ * when the file is empty (created, never written: no pi_ack returned), -EBADMSG when no
+ * slot is whole. */
+static int read_fd(int fd, const char *fn, uint64_t *pos, uint64_t *seq)
+{
+    uint8_t b[FILE_LEN + 1];
+    ssize_t n = pread(fd, b, sizeof b, 0);
+    if (n < 0)
+        return cx_err_set(errno, "read %s: %s", fn, strerror(errno));
+    if (n == 0)
+        return -ENOENT;
+    uint64_t p[2] = {0, 0}, q[2] = {0, 0};
+    int ok0 = n >= SLOT_LEN && slot_decode(b, &p[0], &q[0]);
+    int ok1 = n >= FILE_LEN && slot_decode(b + SLOT_LEN, &p[1], &q[1]);
+    if (n > FILE_LEN || (!ok0 && !ok1))
+        return cx_err_set(EBADMSG, "cursor file %s is damaged (%zd bytes, no whole record)", fn, n);
+    int k = ok1 && (!ok0 || q[1] > q[0]);
+    *pos = p[k];
+    *seq = q[k];
+    return 0;
+}
+
 int cx_segcursor_set(struct cx_seg_pipe *p, const char *name, uint64_t pos)
 {
     int rc = cx_cursor_name_check(name);
     if (rc < 0)
         return rc;
     int durable, dfd = cx_segstore_pipe_dirfd(p, &durable);
-    char fn[sizeof PREFIX + CX_CURSOR_NAME_MAX], tmp[sizeof fn + 4];
+    char fn[sizeof PREFIX + CX_CURSOR_NAME_MAX];
     snprintf(fn, sizeof fn, PREFIX "%s", name);
-    snprintf(tmp, sizeof tmp, "%s~tmp", fn); /* '~': never a cursor's name */
-    uint8_t b[FILE_LEN] = {0};
-    memcpy(b, MAGIC, 8);
-    put64(b + 8, pos);
-    uint32_t crc = cx_crc32c(0, b, 24);
-    put64(b + 24, crc); /* the CRC, then four zero bytes */
-    int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = openat(dfd, fn, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
-        return cx_err_set(errno, "cursor '%s': create %s: %s", name, tmp, strerror(errno));
-    ssize_t n = write(fd, b, sizeof b);
-    if (n >= 0 && n != (ssize_t)sizeof b)
-        errno = EIO; /* short write: the disk is full */
-    if (n != (ssize_t)sizeof b || (durable && fdatasync(fd) < 0)) {
-        rc = cx_err_set(errno, "cursor '%s': write %s: %s", name, tmp, strerror(errno));
+        return cx_err_set(errno, "cursor '%s': open %s: %s", name, fn, strerror(errno));
+    uint64_t old = 0, seq = 0;
+    rc = read_fd(fd, fn, &old, &seq);
+    int fresh = rc == -ENOENT;
+    if (rc == -EBADMSG) /* both slots torn: only a machine crash mid-write does that */
+        fprintf(stderr, "confluxd space: %s: overwritten by a new position\n", cx_errmsg());
+    else if (rc < 0 && !fresh) {
         close(fd);
-        unlinkat(dfd, tmp, 0);
+        return cx_err_wrap(rc, "cursor '%s'", name);
+    }
+    /* the older slot takes the new record: the newer one stays whole if this write tears */
+    uint8_t b[SLOT_LEN];
+    slot_encode(b, pos, seq + 1);
+    ssize_t n = pwrite(fd, b, SLOT_LEN, (off_t)(((seq + 1) % 2) * SLOT_LEN));
+    if (n >= 0 && n != SLOT_LEN)
+        errno = EIO; /* short write: the disk is full */
+    if (n != SLOT_LEN || (durable && fdatasync(fd) < 0)) {
+        rc = cx_err_set(errno, "cursor '%s': write %s: %s", name, fn, strerror(errno));
+        close(fd);
         return rc;
     }
     close(fd);
-    if (renameat(dfd, tmp, dfd, fn) < 0) {
-        rc = cx_err_set(errno, "cursor '%s': rename %s: %s", name, tmp, strerror(errno));
-        unlinkat(dfd, tmp, 0);
-        return rc;
-    }
-    if (durable && fsync(dfd) < 0)
+    if (fresh && durable && fsync(dfd) < 0) /* a new file's name */
         return cx_err_set(errno, "cursor '%s': fsync of the pipe's directory: %s", name, strerror(errno));
     return 0;
 }
 
-/* Reads the cursor file fn of dfd. */
+/* Reads the cursor file fn of dfd (read_fd). */
 static int read_file(int dfd, const char *fn, uint64_t *pos)
 {
     int fd = openat(dfd, fn, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? -ENOENT : cx_err_set(errno, "open %s: %s", fn, strerror(errno));
-    uint8_t b[FILE_LEN + 1];
-    ssize_t n = pread(fd, b, sizeof b, 0);
-    int err = errno;
+    uint64_t seq;
+    int rc = read_fd(fd, fn, pos, &seq);
     close(fd);
-    if (n < 0)
-        return cx_err_set(err, "read %s: %s", fn, strerror(err));
-    if (n != FILE_LEN || memcmp(b, MAGIC, 8) != 0 || get32(b + 24) != cx_crc32c(0, b, 24) ||
-        get32(b + 28) != 0)
-        return cx_err_set(EBADMSG, "cursor file %s is damaged (%zd bytes, bad magic or checksum)", fn, n);
-    *pos = get64(b + 8);
-    return 0;
+    return rc;
 }
 
 int cx_segcursor_get(struct cx_seg_pipe *p, const char *name, uint64_t *pos)
@@ -147,9 +183,12 @@ long cx_segcursor_list(struct cx_seg_pipe *p, void (*fn)(void *arg, const char *
     while ((e = readdir(d))) {
         const char *name = e->d_name + strlen(PREFIX);
         if (strncmp(e->d_name, PREFIX, strlen(PREFIX)) != 0 || cx_cursor_name_check(name) < 0)
-            continue; /* the log's files, and cursor-x~tmp of a write cut by a crash */
+            continue; /* the log's files */
         uint64_t pos;
-        if (read_file(dirfd(d), e->d_name, &pos) < 0) {
+        int rc = read_file(dirfd(d), e->d_name, &pos);
+        if (rc == -ENOENT)
+            continue; /* created, never written */
+        if (rc < 0) {
             fprintf(stderr, "confluxd space: %s (skipped)\n", cx_errmsg());
             continue;
         }

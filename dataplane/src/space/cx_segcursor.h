@@ -2,12 +2,14 @@
  * position a named reader acknowledged, kept beside the pipe's log so it survives a restart
  * of the space and goes with the pipe when it is unlinked.
  *
- * Layout: <dir>/pipes/<pipe>/cursor-<name>, 32 bytes: "CXCURSR1", u64 position (the next
- * segment the reader gets, 0-based as pi_tell), u64 reserved (0), u32 CRC-32C of the 24
- * bytes before it, u32 zero; little-endian. A write goes to cursor-<name>~tmp, then is
- * renamed over the old file, so a crash leaves the old position or the new one, never a mix;
- * under the pipe's fsync policy EVERY or INTERVAL the file and the directory are fsynced
- * before the call returns (NONE: it survives a crash of the space, not of the machine).
+ * Layout: <dir>/pipes/<pipe>/cursor-<name>, two 32-byte slots, each "CXCURSR1", u64
+ * position (the next segment the reader gets, 0-based as pi_tell), u64 sequence (1, 2, ...),
+ * u32 CRC-32C of the 24 bytes before it, u32 zero; little-endian. A write puts sequence n+1
+ * into the slot the older record holds (one pwrite, in place) and the newest whole slot is
+ * the position, so a write cut by a crash leaves the previous position, never a mix; under
+ * the pipe's fsync policy EVERY or INTERVAL it is fdatasynced (and a new file's directory
+ * fsynced) before the call returns (NONE: it survives a crash of the space, not of the
+ * machine). An empty file (created, never written) is a cursor never stored.
  */
 #ifndef CX_SEGCURSOR_H
 #define CX_SEGCURSOR_H
