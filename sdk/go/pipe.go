@@ -244,6 +244,7 @@ type Reader struct {
 	d        C.int
 	raw      []byte
 	typedCap int
+	typed    []uint64 // ReadEvents' landing buffer (8-byte aligned), reused by every call
 	closed   bool
 }
 
@@ -302,9 +303,16 @@ func ReadEvents[T any](r *Reader, f *Format, timeout time.Duration) ([]T, error)
 	if r.typedCap == 0 {
 		r.typedCap = max(1, (1<<20)/max(1, f.Size))
 	}
+	esz := max(1, int(unsafe.Sizeof(*new(T))))
 	for {
-		buf := make([]T, r.typedCap)
-		n, pos, err := r.readInto(unsafe.Pointer(&buf[0]), len(buf), f.ptr, timeout)
+		// The segment lands in the reader's own buffer (allocated once, grown for a larger
+		// segment) and only its n events are copied out: a read allocates what it returns,
+		// not a buffer of the largest segment size each time.
+		if words := (r.typedCap*esz + 7) / 8; len(r.typed) < words {
+			r.typed = make([]uint64, words)
+		}
+		base := unsafe.Pointer(&r.typed[0])
+		n, pos, err := r.readInto(base, r.typedCap, f.ptr, timeout)
 		if isErrno(err, syscall.EMSGSIZE) && r.typedCap < maxSegment {
 			// A typed read has consumed the too-large segment (sdk/README.md): go back to it.
 			if err := r.Seek(uint64(pos)); err != nil {
@@ -316,10 +324,9 @@ func ReadEvents[T any](r *Reader, f *Format, timeout time.Duration) ([]T, error)
 		if err != nil {
 			return nil, err
 		}
-		if n < len(buf)/2 { // do not keep the whole buffer alive for a small segment
-			return append([]T(nil), buf[:n]...), nil
-		}
-		return buf[:n:n], nil
+		out := make([]T, n)
+		copy(out, unsafe.Slice((*T)(base), n))
+		return out, nil
 	}
 }
 
@@ -364,6 +371,7 @@ func (r *Reader) Close() error {
 		return nil
 	}
 	r.closed = true
+	r.typed = nil
 	r.s.track(r, false)
 	defer lock()()
 	if rc, err := C.pi_detach(r.d); rc < 0 {

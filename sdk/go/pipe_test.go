@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -199,6 +200,47 @@ func TestTypedSegmentsConvertAtTheReader(t *testing.T) {
 	if _, err := conflux.ReadEvents[sampleV2](r, f1, time.Second); err == nil ||
 		!strings.Contains(err.Error(), "does not describe") {
 		t.Fatalf("reading into a type the format does not describe: %v", err)
+	}
+}
+
+// ReadEvents reads into the reader's own buffer: a small segment costs what it returns, not
+// a fresh buffer of the largest segment size (1 MiB) per call.
+func TestReadEventsAllocatesWhatItReturns(t *testing.T) {
+	s := openSpace(t)
+	name := pipeName(t)
+	f1, _ := conflux.FormatOf[sampleV1]("sample")
+	f2, _ := conflux.FormatOf[sampleV2]("sample")
+	w := create(t, s, name)
+	const segs = 200
+	for k := 0; k < segs; k++ {
+		if n, err := conflux.WriteEvents(w, f2, samples(k*10, 10)); err != nil || n != 10 {
+			t.Fatal(n, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Attach(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if seg, err := conflux.ReadEvents[sampleV1](r, f1, 5*time.Second); err != nil || len(seg) != 10 {
+		t.Fatal(len(seg), err) // the first read allocates the reader's buffer
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for k := 1; k < segs; k++ {
+		seg, err := conflux.ReadEvents[sampleV1](r, f1, 5*time.Second)
+		if err != nil || len(seg) != 10 || seg[0].Step != int32(k*10) {
+			t.Fatalf("segment %d: %d events, %v", k, len(seg), err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	perRead := (after.TotalAlloc - before.TotalAlloc) / (segs - 1)
+	t.Logf("ReadEvents of 10-event segments: %d bytes allocated per call", perRead)
+	if perRead > 64<<10 { // a 1 MiB buffer per call before
+		t.Fatalf("%d bytes allocated per ReadEvents of 10 events", perRead)
 	}
 }
 

@@ -63,6 +63,8 @@
  *   pipe/cx_pipe.h              pi_space_open/close(), pi_create(PI_CREATE | PI_APPEND),
  *                               pi_write(), pi_close(), pi_abandon(), pi_attach(), pi_read[_timeout](),
  *                               pi_seek(), pi_tell(), pi_detach(), pi_unlink(),
+ *                               pi_attach_named(), pi_ack() (durable named readers:
+ *                               resume after the last acknowledged segment),
  *                               pi_reader_stats()
  *
  * A user's guide with complete, tested programs (C, Python, Go): docs/guide.md.

@@ -44,6 +44,9 @@
     X(R, int, pi_migrate_in, pi_migrate_in, (const void *blob, size_t len, int s),                \
       (blob, len, s))                                                                             \
     X(R, int, pi_link, pi_link, (int d, char *out, size_t cap), (d, out, cap))                    \
+    X(R, int, pi_attach_named, pi_attach_named, (const char *name, int s, const char *cursor),    \
+      (name, s, cursor))                                                                          \
+    X(R, int, pi_ack, pi_ack, (int d), (d))                                                       \
     X(R, int, cx_chan_ctx_create, chan_ctx_create,                                                \
       (const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **out), (o, out))                     \
     X(R, const char *, cx_chan_ctx_addr, chan_ctx_addr, (const struct cx_chan_ctx *ctx), (ctx))   \

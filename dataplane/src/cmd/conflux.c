@@ -2,7 +2,8 @@
  *
  *   conflux [--space ADDR] ls                      pipe names in the space
  *   conflux [--space ADDR] stat NAME               a pipe: id, format, segments, writer,
- *                                                  readers, bytes stored, links in use
+ *                                                  readers, bytes stored, links in use,
+ *                                                  named readers' cursors (position, lag)
  *   conflux [--space ADDR] links NAME              a pipe's links in use, per transport
  *   conflux links --sidecar HOST:PORT              the link each channel of a pod uses
  *                                                  (its sidecar's /metrics)
@@ -176,6 +177,14 @@ static int cmd_links_sidecar(const char *hostport)
     return 0;
 }
 
+/* One named reader's cursor: its position (the next segment it reads) and its lag (segments
+ * stored after it). */
+static void print_cursor(void *arg, const char *cursor, uint64_t pos)
+{
+    uint64_t written = *(const uint64_t *)arg; /* segments ever written: positions 0..n-1 */
+    printf("  %-24s %-12" PRIu64 " %" PRIu64 "\n", cursor, pos, written > pos ? written - pos : 0);
+}
+
 /* A pipe's use as the space sees it; a server older than STATS gets the lookup only. */
 static int cmd_stat(struct cx_space_client *cl, const char *name, int links_only)
 {
@@ -209,6 +218,16 @@ static int cmd_stat(struct cx_space_client *cl, const char *name, int links_only
             printf(" %s=%" PRIu32, st.links[i].transport, st.links[i].count);
         printf("%s\n", st.nlinks ? "" : " none");
     }
+    /* named readers (pi_attach_named): listed after a header line, lag = segments after them */
+    uint64_t written = info.last_id;
+    printf("cursors   %-24s %-12s %s\n", "CURSOR", "POSITION", "LAG");
+    long n = cx_space_cursor_list(cl, name, print_cursor, &written);
+    if (n == -EPROTO)
+        printf("  (not known: the space is older than cursors)\n");
+    else if (n < 0)
+        return fail(name);
+    else if (n == 0)
+        printf("  (none)\n");
     return 0;
 }
 

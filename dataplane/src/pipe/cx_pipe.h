@@ -104,6 +104,39 @@ int pi_seek(int d, uint64_t seg);
 int64_t pi_tell(int d);
 int pi_unlink(const char *name, int s);
 
+/* Beyond the paper: durable named readers (cursors). A reader attached under a cursor name
+ * reads from where the last reader of that name acknowledged, in any process, after a
+ * crash of the reader or a restart of the space, without bookkeeping of its own:
+ *
+ *     int r = pi_attach_named("results", s, "stage-a");   // at stage-a's position (0: new)
+ *     while ((n = pi_read(r, buf, 1024, fmt)) >= 0) {
+ *         handle(buf, n);
+ *         pi_ack(r);                                      // done with what was read
+ *     }
+ *
+ * pi_attach_named: pi_attach, then positioned at the cursor's acknowledged position (the
+ * next segment its readers get; segment 0 for a cursor never acknowledged). A cursor name
+ * is 1..64 bytes of [A-Za-z0-9._-] starting with a letter or digit (EINVAL otherwise,
+ * cx_errmsg() says which rule failed). The cursor belongs to the pipe: it survives
+ * restarts of the space (stored beside the pipe's segments, written atomically and, under
+ * an fsync policy other than none, fsynced) and goes away with pi_unlink.
+ *
+ * pi_ack: acknowledges every segment pi_read returned on d so far: stores pi_tell(d) as the
+ * cursor's position and returns 0 once the space stored it. "Acknowledged" means exactly
+ * that: a segment is acknowledged when a pi_ack that followed its pi_read returned 0.
+ * Delivery is at least once: segments read but not acknowledged when the reader dies (or
+ * detaches) are read again by the next reader of the cursor, starting exactly after the
+ * last acknowledged one; acknowledged ones are never read again through the cursor. A
+ * pi_seek moves the reading position, and the next pi_ack stores it (even backwards).
+ * -1 with EINVAL for a reader attached without a name (pi_attach), EBADF for a
+ * descriptor that is not a reader, ENOENT when the pipe was unlinked, or the space's error
+ * when it could not be reached (nothing stored: call again).
+ *
+ * Two readers attached under one cursor name at the same time read independently and the
+ * last pi_ack wins (a reader group that shares the segments among them is not done yet). */
+int pi_attach_named(const char *name, int s, const char *cursor);
+int pi_ack(int d);
+
 /* Shuts the pipe runtime down: closes every open writer as pi_close does (waiting for the
  * space to acknowledge its segments), detaches every reader (unread segments are dropped,
  * spill files removed), closes every space and stops the in-bound thread and its listener.

@@ -5,6 +5,7 @@
  *   cx_pipe_migrate.c pi_migrate_out pi_migrate_in, the writer's hold list, pi_writer_stats,
  *                     pi_link
  *   cx_pipe_seg.c     typed segments: events of a format <-> segment bytes
+ *   cx_pipe_cursor.c  pi_attach_named pi_ack (durable named readers)
  */
 #ifndef CX_PIPE_INT_H
 #define CX_PIPE_INT_H
@@ -35,6 +36,7 @@ struct pi_space {
 
 struct pi_reader {
     char name[128];
+    char cursor[72];            /* pi_attach_named's cursor ("" for pi_attach) */
     int space;
     uint64_t pipe_id;
     struct cx_pipe_buf *buf;    /* under g_pi.mu */
@@ -159,6 +161,8 @@ int pi_reader_fds(struct pollfd *pf, int cap);
 /* When pi_reader_service next has timed work for r (a stalled direct stream to resume from
  * the space, a reconnect to retry), on pi_now_ms's clock; 0: none, it waits for its fd. */
 double pi_reader_due_ms(const struct pi_reader *r);
+/* The reader of descriptor d, or NULL with EBADF set (g_pi.mu held). */
+struct pi_reader *pi_reader_get(int d);
 void pi_reader_free(struct pi_reader *r);
 void pi_writer_free(struct pi_writer *w);
 /* Pushes out what waits in a writer's corked sockets when it waited at least min_ms;

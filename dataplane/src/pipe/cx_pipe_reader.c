@@ -22,7 +22,7 @@
 #define PAUSE_DUPS 64
 #define STALL_MS 50
 
-static struct pi_reader *reader_get(int d)
+struct pi_reader *pi_reader_get(int d)
 {
     if (d < 0 || d >= PI_MAX_DESC || g_pi.desc[d].kind != PI_READER) {
         cx_err_set(EBADF, "%d is not a pipe open for reading", d);
@@ -290,7 +290,7 @@ long cx_embedded_pi_read_timeout(int d, void *b, size_t len, const struct cx_for
     pthread_mutex_lock(&g_pi.mu);
     pi_rt_flush_writers();
     for (;;) {
-        struct pi_reader *r = reader_get(d);
+        struct pi_reader *r = pi_reader_get(d);
         if (!r) {
             pthread_mutex_unlock(&g_pi.mu);
             return pi_fail(-EBADF);
@@ -323,7 +323,7 @@ long cx_embedded_pi_read_timeout(int d, void *b, size_t len, const struct cx_for
                                           (unsigned long long)seg.id - 1, count, len));
             pthread_mutex_lock(&g_pi.mu);
             struct cx_pipe_seg again;
-            if (!(r = reader_get(d)) || cx_pipe_buf_peek(r->buf, &again) != 1 || again.id != seg.id)
+            if (!(r = pi_reader_get(d)) || cx_pipe_buf_peek(r->buf, &again) != 1 || again.id != seg.id)
                 continue; /* changed under us (a seek): look again */
             uint8_t *tmp = malloc(seg.len ? seg.len : 1);
             rc = tmp ? cx_pipe_buf_take(r->buf, tmp, seg.len) : cx_err_set(ENOMEM, "segment");
@@ -355,7 +355,7 @@ long cx_embedded_pi_read(int d, void *b, size_t len, const struct cx_format *t)
 int cx_embedded_pi_seek(int d, uint64_t seg)
 {
     pthread_mutex_lock(&g_pi.mu);
-    struct pi_reader *r = reader_get(d);
+    struct pi_reader *r = pi_reader_get(d);
     if (r) { /* restart both streams at seg: the space's from there, the writer's dedupes */
         cx_pipe_buf_reset(r->buf, seg + 1);
         stream_drop(r);
@@ -374,7 +374,7 @@ int cx_embedded_pi_seek(int d, uint64_t seg)
 int64_t cx_embedded_pi_tell(int d)
 {
     pthread_mutex_lock(&g_pi.mu);
-    struct pi_reader *r = reader_get(d);
+    struct pi_reader *r = pi_reader_get(d);
     int64_t pos = r ? (int64_t)cx_pipe_buf_tell(r->buf) - 1 : -1;
     pthread_mutex_unlock(&g_pi.mu);
     return r ? pos : pi_fail(-EBADF);
@@ -383,7 +383,7 @@ int64_t cx_embedded_pi_tell(int d)
 int cx_embedded_pi_detach(int d)
 {
     pthread_mutex_lock(&g_pi.mu);
-    struct pi_reader *r = reader_get(d);
+    struct pi_reader *r = pi_reader_get(d);
     if (r)
         g_pi.desc[d] = (struct pi_desc){0};
     pthread_mutex_unlock(&g_pi.mu);
@@ -396,7 +396,7 @@ int cx_embedded_pi_detach(int d)
 int cx_embedded_pi_reader_stats(int d, struct pi_reader_stats *out)
 {
     pthread_mutex_lock(&g_pi.mu);
-    struct pi_reader *r = reader_get(d);
+    struct pi_reader *r = pi_reader_get(d);
     if (r) {
         struct cx_pipe_buf_stats bs;
         cx_pipe_buf_stats(r->buf, &bs);

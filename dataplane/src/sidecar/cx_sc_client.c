@@ -486,6 +486,28 @@ int cx_sc_pi_attach(const char *name, int s)
     return simple(CX_SC_PI_ATTACH, s, 0, name, &rep);
 }
 
+int cx_sc_pi_attach_named(const char *name, int s, const char *cursor)
+{
+    if (!name || !cursor)
+        return pi_err(cx_err_set(EINVAL, "pi_attach_named: %s missing", name ? "cursor name" : "pipe name"));
+    size_t n = strlen(name), m = strlen(cursor);
+    if (n + m >= CX_SC_STR_MAX)
+        return pi_err(cx_err_set(ENAMETOOLONG, "pi_attach_named: names of %zu and %zu bytes", n, m));
+    struct cx_sc_req q = {.op = CX_SC_PI_ATTACH_NAMED, .a = {s, (int64_t)n}};
+    memcpy(q.s, name, n);
+    memcpy(q.s + n, cursor, m);
+    q.slen = (uint32_t)(n + m);
+    struct cx_sc_rep rep;
+    int64_t rc = call(&q, NULL, &rep);
+    return rc < 0 ? pi_err(rc) : (int)rc;
+}
+
+int cx_sc_pi_ack(int d)
+{
+    struct cx_sc_rep rep;
+    return simple(CX_SC_PI_ACK, d, 0, NULL, &rep);
+}
+
 int cx_sc_pi_create(const char *name, int s, int mode)
 {
     struct cx_sc_rep rep;

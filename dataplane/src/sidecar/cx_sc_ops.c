@@ -394,22 +394,36 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
             return rc;
         return pi_rc(pi_space_close(h.d));
     case CX_SC_PI_CREATE:
-    case CX_SC_PI_ATTACH: {
+    case CX_SC_PI_ATTACH:
+    case CX_SC_PI_ATTACH_NAMED: {
         struct sc_handle sp;
         if ((rc = h_get(c, q->a[0], H_SPACE, &sp)) < 0)
             return rc;
+        char pname[CX_SC_STR_MAX];
+        const char *name = q->s, *cursor = NULL;
+        if (q->op == CX_SC_PI_ATTACH_NAMED) { /* s: the pipe's name, then the cursor's */
+            if (q->a[1] < 0 || q->a[1] > (int64_t)q->slen)
+                return cx_err_set(EINVAL, "pi_attach_named: name length %lld in a string of %u bytes",
+                                  (long long)q->a[1], q->slen);
+            memcpy(pname, q->s, (size_t)q->a[1]);
+            pname[q->a[1]] = 0;
+            name = pname;
+            cursor = q->s + q->a[1];
+        }
         errno = 0;
-        h.d = q->op == CX_SC_PI_CREATE ? pi_create(q->s, sp.d, (int)q->a[1]) : pi_attach(q->s, sp.d);
+        h.d = q->op == CX_SC_PI_CREATE ? pi_create(name, sp.d, (int)q->a[1])
+              : cursor                 ? pi_attach_named(name, sp.d, cursor)
+                                       : pi_attach(name, sp.d);
         if (h.d < 0)
             return pi_rc(-1);
         h.kind = q->op == CX_SC_PI_CREATE ? H_WRITER : H_READER;
-        snprintf(h.name, sizeof h.name, "%.127s", q->s);
+        snprintf(h.name, sizeof h.name, "%.127s", name);
         memcpy(h.space, sp.name, sizeof h.space);
         int64_t id = h_add(sc, &h);
         if (id < 0)
             close_handle(&h);
         cx_sc_log("info", q->op == CX_SC_PI_CREATE ? "pipe opened for writing" : "pipe attached",
-                  "\"pipe\":%s,\"app_pid\":%d", cx_sc_json_str((char[300]){0}, 300, q->s), c->sess->pid);
+                  "\"pipe\":%s,\"app_pid\":%d", cx_sc_json_str((char[300]){0}, 300, name), c->sess->pid);
         return (int)(rep->rc = id);
     }
     case CX_SC_PI_WRITE:
@@ -448,6 +462,11 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
             return rc;
         errno = 0;
         return pi_rc(pi_abandon(h.d));
+    case CX_SC_PI_ACK:
+        if ((rc = h_get(c, q->a[0], H_READER, &h)) < 0)
+            return rc;
+        errno = 0;
+        return pi_rc(pi_ack(h.d));
     case CX_SC_PI_SEEK:
         if ((rc = h_get(c, q->a[0], H_READER, &h)) < 0)
             return rc;

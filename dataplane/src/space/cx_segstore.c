@@ -476,6 +476,12 @@ int cx_segstore_sync_due(struct cx_seg_pipe *p)
     return rc < 0 ? rc : 1;
 }
 
+int cx_segstore_pipe_dirfd(struct cx_seg_pipe *p, int *durable)
+{
+    *durable = p->opts.fsync != CX_SEG_FSYNC_NONE;
+    return p->dirfd;
+}
+
 void cx_segstore_pipe_close(struct cx_seg_pipe *p)
 {
     if (!p)

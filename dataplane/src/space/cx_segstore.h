@@ -114,6 +114,10 @@ int cx_segstore_pipe_open(struct cx_segstore *s, const char *name,
                           const struct cx_seg_pipe_opts *opts, int create,
                           struct cx_seg_pipe **out);
 
+/* The pipe's directory (an fd owned by the pipe) and whether its fsync policy is not NONE:
+ * for files kept beside the log (cx_segcursor.h). */
+int cx_segstore_pipe_dirfd(struct cx_seg_pipe *p, int *durable);
+
 /* Syncs (unless policy NONE) and closes a pipe. NULL is a no-op. */
 void cx_segstore_pipe_close(struct cx_seg_pipe *p);
 

@@ -403,6 +403,48 @@ long cx_space_list(struct cx_space_client *c,
     return LOCKED(c, list_locked(c, fn, arg));
 }
 
+static int cursor_call(struct cx_space_client *c, const struct cx_sp_request *q, uint64_t *pos,
+                       void (*fn)(void *, const char *, uint64_t), void *arg)
+{
+    struct cx_sp_reply r;
+    int rc = call(c, CX_FRAME_LOOKUP, q, &r, CX_SPACE_TIMEOUT_MS);
+    if (rc < 0)
+        return rc;
+    if (pos)
+        *pos = r.token;
+    if (q->op != CX_SP_CURSOR_LIST)
+        return 0;
+    size_t off = 0;
+    struct cx_sp_str name;
+    uint64_t p;
+    char buf[CX_SP_ADDR_MAX + 1];
+    while ((rc = cx_sp_cursor_next(&r, &off, &name, &p)) == 1)
+        if (fn && cx_sp_str_copy(name, buf, sizeof buf) == 0)
+            fn(arg, buf, p);
+    return rc < 0 ? rc : (int)r.count;
+}
+
+int cx_space_cursor_set(struct cx_space_client *c, const char *name, uint64_t pipe_id,
+                        const char *cursor, uint64_t pos)
+{
+    struct cx_sp_request q = {.op = CX_SP_CURSOR_SET, .name = S(name), .pipe_id = pipe_id,
+                              .cursor = S(cursor), .from_id = pos};
+    return LOCKED(c, cursor_call(c, &q, NULL, NULL, NULL));
+}
+
+int cx_space_cursor_get(struct cx_space_client *c, const char *name, const char *cursor, uint64_t *pos)
+{
+    struct cx_sp_request q = {.op = CX_SP_CURSOR_GET, .name = S(name), .cursor = S(cursor)};
+    return LOCKED(c, cursor_call(c, &q, pos, NULL, NULL));
+}
+
+long cx_space_cursor_list(struct cx_space_client *c, const char *name,
+                          void (*fn)(void *arg, const char *cursor, uint64_t pos), void *arg)
+{
+    struct cx_sp_request q = {.op = CX_SP_CURSOR_LIST, .name = S(name)};
+    return LOCKED(c, cursor_call(c, &q, NULL, fn, arg));
+}
+
 static int fmt_put_locked(struct cx_space_client *c, const struct cx_format *f, uint64_t *token)
 {
     size_t len;

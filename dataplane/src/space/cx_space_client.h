@@ -72,6 +72,16 @@ long cx_space_list(struct cx_space_client *c,
                    void (*fn)(void *arg, const char *name, uint64_t pipe_id, uint64_t format),
                    void *arg);
 
+/* Named readers' cursors (CURSOR_* in cx_space_proto.h): set stores a cursor's position
+ * (pipe_id 0: whatever pipe the name names; else -ENOENT once it names another); get reads
+ * it (-ENOENT: never stored); list calls fn for each of the pipe's cursors and returns how
+ * many there are. A server older than cursors answers -EPROTO. */
+int cx_space_cursor_set(struct cx_space_client *c, const char *name, uint64_t pipe_id,
+                        const char *cursor, uint64_t pos);
+int cx_space_cursor_get(struct cx_space_client *c, const char *name, const char *cursor, uint64_t *pos);
+long cx_space_cursor_list(struct cx_space_client *c, const char *name,
+                          void (*fn)(void *arg, const char *cursor, uint64_t pos), void *arg);
+
 /* Format service. put: stores f's description in the space. get: the description of a
  * token (malloc'ed; caller frees), -ENOENT when the space does not know it. */
 CX_EXPORT int cx_space_format_put(struct cx_space_client *c, const struct cx_format *f, uint64_t *token);

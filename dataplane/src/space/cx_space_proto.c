@@ -114,6 +114,19 @@ int cx_sp_encode_request(struct cx_sp_buf *b, const struct cx_sp_request *r)
     case CX_SP_FMT_GET:
         cx_sp_buf_u64(b, r->token);
         break;
+    case CX_SP_CURSOR_SET:
+        put_s(b, r->name);
+        cx_sp_buf_u64(b, r->pipe_id);
+        put_s(b, r->cursor);
+        cx_sp_buf_u64(b, r->from_id);
+        break;
+    case CX_SP_CURSOR_GET:
+        put_s(b, r->name);
+        put_s(b, r->cursor);
+        break;
+    case CX_SP_CURSOR_LIST:
+        put_s(b, r->name);
+        break;
     case CX_SP_MIGRATE:
     case CX_SP_RESUME:
         cx_sp_buf_u8(b, r->mode);
@@ -284,6 +297,19 @@ int cx_sp_decode_request(const uint8_t *in, size_t len, struct cx_sp_request *q)
     case CX_SP_FMT_GET:
         q->token = get_le(&r, 8, "token");
         break;
+    case CX_SP_CURSOR_SET:
+        q->name = get_s(&r, "name");
+        q->pipe_id = get_le(&r, 8, "pipe id");
+        q->cursor = get_s(&r, "cursor");
+        q->from_id = get_le(&r, 8, "position");
+        break;
+    case CX_SP_CURSOR_GET:
+        q->name = get_s(&r, "name");
+        q->cursor = get_s(&r, "cursor");
+        break;
+    case CX_SP_CURSOR_LIST:
+        q->name = get_s(&r, "name");
+        break;
     case CX_SP_MIGRATE:
     case CX_SP_RESUME:
         q->mode = (uint8_t)get_le(&r, 1, "kind");
@@ -380,7 +406,12 @@ int cx_sp_decode_reply(const uint8_t *in, size_t len, struct cx_sp_reply *q)
         get_stats(&r, &q->stats);
         break;
     case CX_SP_STOP:
+    case CX_SP_CURSOR_SET:
         break;
+    case CX_SP_CURSOR_GET:
+        q->token = get_le(&r, 8, "position");
+        break;
+    case CX_SP_CURSOR_LIST:
     case CX_SP_LIST:
         q->count = (uint32_t)get_le(&r, 4, "count");
         if (!r.what) {
@@ -416,6 +447,19 @@ int cx_sp_list_next(const struct cx_sp_reply *q, size_t *off, struct cx_sp_str *
     return 1;
 }
 
+int cx_sp_cursor_next(const struct cx_sp_reply *q, size_t *off, struct cx_sp_str *cursor, uint64_t *pos)
+{
+    struct rd r = {.p = q->blob, .len = q->blob_len, .off = *off};
+    if (r.off >= r.len)
+        return 0;
+    *cursor = get_s(&r, "cursor name");
+    *pos = get_le(&r, 8, "cursor position");
+    if (r.what)
+        return cx_err_set(EPROTO, "malformed space CURSOR_LIST reply: truncated at %s", r.what);
+    *off = r.off;
+    return 1;
+}
+
 int cx_sp_str_copy(struct cx_sp_str s, char *out, size_t cap)
 {
     if ((size_t)s.len + 1 > cap)
@@ -430,6 +474,7 @@ const char *cx_sp_op_name(uint8_t op)
 {
     static const char *names[] = {"?",    "LOOKUP", "GET",     "PUT",     "READ",         "STOP",
                                   "UNLINK", "LIST", "FMT_PUT", "FMT_GET", "READER_JOINED", "STATS",
-                                  "MIGRATE", "READER_HELD", "RESUME", "READER_MOVED"};
+                                  "MIGRATE", "READER_HELD", "RESUME", "READER_MOVED", "CURSOR_SET",
+                                  "CURSOR_GET", "CURSOR_LIST"};
     return op < sizeof names / sizeof names[0] ? names[op] : "?";
 }

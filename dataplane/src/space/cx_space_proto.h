@@ -36,6 +36,12 @@
  *                                                  -> pipe + u64 token
  *   RESUME   u8 kind, u32 handle, str name, str addr, u64 pipe_id, u64 token
  *                                                  -> pipe (kind writer: + the readers)
+ *   CURSOR_SET   str name, u64 pipe_id, str cursor, u64 pos
+ *                                                  -> nothing (the cursor stored; pipe_id 0
+ *                                                     accepts any pipe, else -ENOENT when
+ *                                                     the name names another pipe now)
+ *   CURSOR_GET   str name, str cursor             -> u64 pos (-ENOENT: never stored)
+ *   CURSOR_LIST  str name                         -> u32 n, n x (str cursor, u64 pos)
  *
  *   pushes:  READER_JOINED pipe (addrs[0] = the reader); READER_HELD pipe (addrs[0] = the
  *            migrating reader's address) + u32 hold_ms; READER_MOVED pipe (addrs[0] = the
@@ -63,6 +69,12 @@
  *                 writer was told to open.
  *             An address without "://" counts as transport "unknown".
  * A server older than STATS answers -EPROTO "unknown space request op 11".
+ *
+ * Cursors (pi_attach_named, pi_ack): a named reader's acknowledged position, pos = the next
+ * segment it gets (0-based, as pi_tell), stored beside the pipe's log (space/cx_segcursor.h)
+ * so it survives a restart of the space; a cursor name is 1..64 bytes of [A-Za-z0-9._-]
+ * starting with a letter or digit (-EINVAL with the rule that failed otherwise). The pipe
+ * is not bound by these requests (-ENOENT when the name is unbound).
  *
  * Migration (seed Figure 7, the hold list): kind is 1 (a reader) or 2 (a writer).
  *   MIGRATE reader: addr = the address the reader's process registered (GET). The space
@@ -112,6 +124,9 @@ enum cx_space_op {
     CX_SP_READER_HELD = 13, /* push */
     CX_SP_RESUME = 14,
     CX_SP_READER_MOVED = 15, /* push */
+    CX_SP_CURSOR_SET = 16,
+    CX_SP_CURSOR_GET = 17,
+    CX_SP_CURSOR_LIST = 18,
 };
 
 /* MIGRATE / RESUME kinds. */
@@ -138,9 +153,10 @@ struct cx_sp_request {
     struct cx_sp_str name;
     struct cx_sp_str addr; /* GET: reader, PUT: writer */
     uint64_t format;    /* GET, PUT */
-    uint64_t from_id;   /* READ */
+    uint64_t from_id;   /* READ; CURSOR_SET: the position */
+    struct cx_sp_str cursor; /* CURSOR_* */
     uint64_t token;     /* FMT_GET, RESUME */
-    uint64_t pipe_id;   /* RESUME */
+    uint64_t pipe_id;   /* RESUME, CURSOR_SET */
     uint32_t hold_ms;   /* MIGRATE */
     const uint8_t *blob; /* FMT_PUT */
     uint32_t blob_len;
@@ -170,11 +186,11 @@ struct cx_sp_reply {
     struct cx_sp_str error; /* status < 0 */
     struct cx_sp_pipe pipe; /* LOOKUP GET PUT READ UNLINK STATS MIGRATE RESUME, pushes */
     struct cx_sp_stats stats; /* STATS */
-    uint64_t token;         /* FMT_PUT, MIGRATE */
+    uint64_t token;         /* FMT_PUT, MIGRATE; CURSOR_GET: the position */
     uint32_t hold_ms;       /* READER_HELD */
-    const uint8_t *blob;    /* FMT_GET description; LIST: the raw entries */
+    const uint8_t *blob;    /* FMT_GET description; LIST, CURSOR_LIST: the raw entries */
     uint32_t blob_len;
-    uint32_t count;         /* LIST */
+    uint32_t count;         /* LIST, CURSOR_LIST */
 };
 
 /* A growable output buffer for encoders (heap, or a caller's fixed array with cap). */
@@ -211,6 +227,9 @@ int cx_sp_decode_reply(const uint8_t *in, size_t len, struct cx_sp_reply *r);
  * while there is one, 0 at the end, -EPROTO when malformed. */
 int cx_sp_list_next(const struct cx_sp_reply *r, size_t *off, struct cx_sp_str *name,
                     uint64_t *pipe_id, uint64_t *format);
+
+/* Walks CURSOR_LIST entries as cx_sp_list_next walks LIST's. */
+int cx_sp_cursor_next(const struct cx_sp_reply *r, size_t *off, struct cx_sp_str *cursor, uint64_t *pos);
 
 /* Copies a protocol string into a NUL-terminated buffer; -ENAMETOOLONG if it does not fit. */
 int cx_sp_str_copy(struct cx_sp_str s, char *out, size_t cap);

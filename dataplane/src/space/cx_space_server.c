@@ -10,6 +10,7 @@
 #include "common/cx_error.h"
 #include "engine/cx_engine.h"
 #include "space/cx_nametable.h"
+#include "space/cx_segcursor.h"
 #include "space/cx_space_formats.h"
 #include "space/cx_space_proto.h"
 #include "space/cx_space_server_int.h"
@@ -793,6 +794,52 @@ static int do_stats(struct cx_space_server *s, struct conn *c, uint64_t seq, con
     return 0;
 }
 
+static void cursor_entry(void *arg, const char *name, uint64_t pos)
+{
+    cx_sp_buf_str(arg, name, strlen(name));
+    cx_sp_buf_u64(arg, pos);
+}
+
+/* CURSOR_SET / CURSOR_GET / CURSOR_LIST: named readers' positions (cx_segcursor.h). */
+static int do_cursor(struct cx_space_server *s, struct conn *c, uint64_t seq, const struct cx_sp_request *q)
+{
+    char name[CX_SPACE_NAME_MAX + 1], cursor[CX_CURSOR_NAME_MAX + 1] = "";
+    struct spipe *p;
+    if (q->op != CX_SP_CURSOR_LIST && cx_sp_str_copy(q->cursor, cursor, sizeof cursor) < 0)
+        return cx_err_set(EINVAL, "cursor name of %u bytes (max %d)", q->cursor.len, CX_CURSOR_NAME_MAX);
+    int rc = q->op == CX_SP_CURSOR_LIST ? 0 : cx_cursor_name_check(cursor);
+    if (rc < 0 || (rc = named_pipe(s, q, 0, name, &p)) < 0)
+        return rc;
+    if (q->op == CX_SP_CURSOR_SET && q->pipe_id && q->pipe_id != p->pipe_id)
+        return cx_err_set(ENOENT, "pipe '%s' is not pipe %" PRIu64 " any more (unlinked)", name, q->pipe_id);
+    struct cx_sp_buf b = {0};
+    uint64_t pos = 0;
+    if (q->op == CX_SP_CURSOR_SET)
+        rc = cx_segcursor_set(p->seg, cursor, q->from_id);
+    else if (q->op == CX_SP_CURSOR_GET)
+        rc = cx_segcursor_get(p->seg, cursor, &pos);
+    if (rc < 0)
+        return cx_err_wrap(rc, "pipe '%s'", name);
+    cx_sp_encode_reply_head(&b, q->op, 0, NULL);
+    if (q->op == CX_SP_CURSOR_GET)
+        cx_sp_buf_u64(&b, pos);
+    if (q->op == CX_SP_CURSOR_LIST) {
+        size_t at = b.len;
+        cx_sp_buf_u32(&b, 0);
+        long n = cx_segcursor_list(p->seg, cursor_entry, &b);
+        if (n < 0) {
+            cx_sp_buf_free(&b);
+            return cx_err_wrap((int)n, "pipe '%s'", name);
+        }
+        if (!b.err)
+            for (int i = 0; i < 4; i++)
+                b.p[at + (size_t)i] = (uint8_t)((uint64_t)n >> (8 * i));
+    }
+    reply(c, CX_FRAME_LOOKUP, seq, &b);
+    cx_sp_buf_free(&b);
+    return 0;
+}
+
 static int do_list(struct cx_space_server *s, struct conn *c, uint64_t seq)
 {
     size_t n = cx_nametable_list(s->names, NULL, 0);
@@ -857,6 +904,9 @@ static void on_request(struct conn *c, const struct cx_frame_hdr *h, const void 
         case CX_SP_STATS: rc = do_stats(s, c, h->seq, &q); break;
         case CX_SP_MIGRATE: rc = do_migrate(s, c, h->seq, &q); break;
         case CX_SP_RESUME: rc = do_resume(s, c, h->seq, &q); break;
+        case CX_SP_CURSOR_SET:
+        case CX_SP_CURSOR_GET:
+        case CX_SP_CURSOR_LIST: rc = do_cursor(s, c, h->seq, &q); break;
         case CX_SP_FMT_PUT:
         case CX_SP_FMT_GET: rc = do_format(s, c, h->seq, &q); break;
         case CX_SP_STOP: {

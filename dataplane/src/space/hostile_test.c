@@ -639,6 +639,89 @@ CX_TEST(null_arguments_are_refused)
     CHECK_SERVED("NULL arguments");
 }
 
+/* Sends one LOOKUP request frame carrying payload on fd and returns the reply's status (a
+ * negative errno, 0) with its error text in err; 1 when no well-formed reply came. */
+static int raw_request(int fd, const uint8_t *payload, uint32_t len, char *err, size_t cap)
+{
+    struct cx_frame_hdr h = {.type = CX_FRAME_LOOKUP, .seq = 7, .length = len, .msg_length = len};
+    uint8_t out[CX_FRAME_HDR_SIZE + 512];
+    cx_frame_encode(&h, out);
+    memcpy(out + CX_FRAME_HDR_SIZE, payload, len);
+    if (send(fd, out, CX_FRAME_HDR_SIZE + len, MSG_NOSIGNAL) != (ssize_t)(CX_FRAME_HDR_SIZE + len))
+        return 1;
+    uint8_t in[CX_FRAME_HDR_SIZE + 4096];
+    size_t got = 0;
+    struct cx_frame_hdr rh;
+    for (double end = now_ms() + 5000; now_ms() < end;) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, 100) != 1)
+            continue;
+        ssize_t n = recv(fd, in + got, sizeof in - got, 0);
+        if (n <= 0)
+            return 1;
+        got += (size_t)n;
+        if (got >= CX_FRAME_HDR_SIZE && cx_frame_decode(in, got, &rh) == 0 &&
+            got >= CX_FRAME_HDR_SIZE + rh.length) {
+            struct cx_sp_reply r;
+            if (rh.seq != 7 || cx_sp_decode_reply(in + CX_FRAME_HDR_SIZE, rh.length, &r) < 0)
+                return 1;
+            snprintf(err, cap, "%.*s", (int)r.error.len, r.error.p ? r.error.p : "");
+            return r.status;
+        }
+    }
+    return 1;
+}
+
+/* Cursor requests (CURSOR_SET/GET/LIST) with lying lengths, missing fields, trailing bytes
+ * and bad cursor names: each gets an error reply saying what was wrong, the connection
+ * stays usable, and others are served. */
+CX_TEST(malformed_cursor_requests_get_an_error_reply)
+{
+    CX_CHECK_EQ_INT(env_up(0), 0);
+    struct cx_space_client *c;
+    struct cx_space_pipe_info info;
+    CX_CHECK_EQ_INT(cx_space_connect(E.tcp, &c), 0);
+    CX_CHECK_EQ_INT(cx_space_get(c, "cursed", 0, "", &info), 0);
+    cx_space_disconnect(c);
+    static const struct {
+        const char *what;
+        uint8_t p[64];
+        uint32_t len;
+        int want;
+        const char *text;
+    } cases[] = {
+        {"op only", {CX_SP_CURSOR_SET}, 1, -EPROTO, "name"},
+        {"lying cursor length", {CX_SP_CURSOR_GET, 6, 0, 'c', 'u', 'r', 's', 'e', 'd', 0xff, 0xff, 'a'},
+         12, -EPROTO, "cursor"},
+        {"no position", {CX_SP_CURSOR_SET, 6, 0, 'c', 'u', 'r', 's', 'e', 'd', 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 'a'},
+         20, -EPROTO, "position"},
+        {"trailing bytes", {CX_SP_CURSOR_LIST, 6, 0, 'c', 'u', 'r', 's', 'e', 'd', 9, 9}, 11, -EPROTO, "trailing"},
+        {"empty cursor", {CX_SP_CURSOR_GET, 6, 0, 'c', 'u', 'r', 's', 'e', 'd', 0, 0}, 11, -EINVAL, "empty"},
+        {"bad character", {CX_SP_CURSOR_GET, 6, 0, 'c', 'u', 'r', 's', 'e', 'd', 3, 0, 'a', '/', 'b'}, 14, -EINVAL,
+         "character"},
+        {"unbound pipe", {CX_SP_CURSOR_GET, 3, 0, 'n', 'o', 'p', 1, 0, 'a'}, 9, -ENOENT, "nop"},
+    };
+    int fd = hp_connect(E.tcp);
+    CX_CHECK(fd >= 0);
+    char err[1100];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int st = raw_request(fd, cases[i].p, cases[i].len, err, sizeof err);
+        fprintf(stderr, "  case cursor %s: status %d \"%s\"\n", cases[i].what, st, err);
+        CX_CHECK_EQ_INT(st, cases[i].want);
+        CX_CHECK(strstr(err, cases[i].text) != NULL);
+    }
+    /* a cursor name over 64 bytes, well framed */
+    uint8_t big[256] = {CX_SP_CURSOR_GET, 6, 0, 'c', 'u', 'r', 's', 'e', 'd', 200, 0};
+    memset(big + 11, 'x', 200);
+    CX_CHECK_EQ_INT(raw_request(fd, big, 211, err, sizeof err), -EINVAL);
+    CX_CHECK(strstr(err, "200 bytes") != NULL);
+    /* the same connection still works */
+    uint8_t ok[] = {CX_SP_CURSOR_LIST, 6, 0, 'c', 'u', 'r', 's', 'e', 'd'};
+    CX_CHECK_EQ_INT(raw_request(fd, ok, sizeof ok, err, sizeof err), 0);
+    close(fd);
+    CHECK_SERVED("malformed cursor requests");
+}
+
 CX_TEST(zz_stop)
 {
     if (E.up > 0) {

@@ -24,6 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (cx_sp_decode_request(in, size, &q) == 0) {
         touch(q.name, in, size);
         touch(q.addr, in, size);
+        touch(q.cursor, in, size);
         if (q.blob_len && (q.blob < in || q.blob + q.blob_len > in + size))
             abort();
         /* what decodes must encode back to the same bytes */
@@ -43,6 +44,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct cx_sp_str name;
         uint64_t id, fmt;
         while (cx_sp_list_next(&r, &off, &name, &id, &fmt) == 1)
+            touch(name, in, size);
+        off = 0;
+        while (cx_sp_cursor_next(&r, &off, &name, &id) == 1) /* CURSOR_LIST's entries */
             touch(name, in, size);
     }
     free(in);

@@ -21,6 +21,8 @@ int pi_writer_stats(int d, struct pi_writer_stats *out);
 long pi_migrate_out(int d, int hold_ms, void *blob, size_t cap);
 int pi_migrate_in(const void *blob, size_t len, int s);
 int pi_link(int d, char *out, size_t cap);
+int pi_attach_named(const char *name, int s, const char *cursor);
+int pi_ack(int d);
 int cx_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **out);
 const char *cx_chan_ctx_addr(const struct cx_chan_ctx *ctx);
 const char *cx_chan_ctx_fabric(const struct cx_chan_ctx *ctx);
