@@ -66,6 +66,18 @@ extern "C" {
 #define CX_FILTER_MAX_DEPTH 64
 #define CX_FILTER_MAX_CODE 1024
 #define CX_FILTER_MAX_STACK 64
+#define CX_FILTER_MAX_STMT 64    /* statements of a program */
+#define CX_FILTER_MAX_OUT 64     /* computed output fields */
+#define CX_FILTER_MAX_STATE 64   /* stateful calls */
+#define CX_FILTER_BUDGET 65536   /* worst-case steps per event: instructions + elements reduced */
+#define CX_FILTER_VAR_ELEMS 4096 /* a variable array reduced: elements counted in the budget */
+
+/* A computed output value (cx_filter_run), typed by its output field. */
+union cx_filter_value {
+    int64_t i;
+    uint64_t u;
+    double d;
+};
 
 struct cx_filter;
 
@@ -86,6 +98,33 @@ int cx_filter_compile(const char *expr, const struct cx_format *fmt, struct cx_f
  * Returns 1 (pass), 0 (drop), or -EBADMSG with cx_errmsg() for an event that is malformed
  * or truncated for this format, -EINVAL for a NULL filter or event. */
 int cx_filter_eval(const struct cx_filter *f, const void *event, size_t len);
+
+/* Compiles a transform program (THE PROGRAM above) for input events of format `in`
+ * producing events of the native format `out` (NULL: a program with conditions and state
+ * but no computed fields). Errors as cx_filter_compile, plus -E2BIG for a program whose
+ * worst case costs more than CX_FILTER_BUDGET steps per event ("col 6: ... over the
+ * budget"). `in` and `out` must outlive the filter. */
+int cx_filter_compile_xform(const char *prog, const struct cx_format *in,
+                            const struct cx_format *out, struct cx_filter **f);
+
+/* Bytes of state a program keeps between events (0 when it has no stateful call), and
+ * their initial value: the caller owns the state, one per stream of events. */
+size_t cx_filter_state_size(const struct cx_filter *f);
+void cx_filter_state_init(const struct cx_filter *f, void *state);
+
+/* Number of computed output fields. */
+unsigned cx_filter_outputs(const struct cx_filter *f);
+
+/* Runs a program on one event (as cx_filter_eval) with its state (updated in place; may
+ * be NULL only for a stateless program), the source's event number `seq` (for seq()),
+ * and res[cx_filter_outputs(f)] receiving the computed fields (may be NULL when there are
+ * none). Returns 1 (pass: res is complete), 0 (drop), or -EBADMSG / -EINVAL. */
+int cx_filter_run(const struct cx_filter *f, void *state, const void *event, size_t len,
+                  uint64_t seq, union cx_filter_value *res);
+
+/* Writes res (from a run that returned 1) into `native`, an event of the output format in
+ * its native struct (the other fields untouched). Integers wrap to the field's width. */
+void cx_filter_store(const struct cx_filter *f, const union cx_filter_value *res, void *native);
 
 /* Frees a filter. NULL is allowed. */
 void cx_filter_free(struct cx_filter *f);
