@@ -321,7 +321,7 @@ int cx_embedded_chan_sink(struct cx_chan *ch, const struct cx_chan_sink_opts *o,
             rc = cx_err_set(EINVAL, "filter of %zu bytes (at most %d)", strlen(o->filter),
                             FILTER_MAX - 1);
         else if (against) /* else only the sources, knowing their formats, can check it */
-            rc = chan_filter_check(o->filter, against);
+            rc = chan_filter_check(o->filter, against, o->projection);
     }
     if (rc < 0)
         return cx_err_wrap(rc, "channel %s: sink", ch->id);

@@ -251,7 +251,7 @@ static int dest_wants(struct sub *u, struct chan_dest *d)
     struct chan_ref *r = sub_ref(u, 1);
     if (!r)
         return 1; /* cannot evaluate without memory: deliver rather than lose */
-    return chan_filter_run(d, u->s->fmt, r->wire, r->len) == 1;
+    return chan_filter_run(d, u->s->fmt, r->wire, r->len, u->s, u->seq) == 1;
 }
 
 static void deliver_local(struct sub *u, struct chan_dest *d)

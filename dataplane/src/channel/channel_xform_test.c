@@ -1,0 +1,234 @@
+/* Derived sinks that compute, between processes over real links: a transform into a new
+ * format, stateful programs (a window, a change detector), a parallel stage that shares a
+ * stream by seq(), the bytes the source did not send, and programs refused at install
+ * (a type error with its column, a worst case over the budget). The language: filter/README.md. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#include "chan_test_util.h"
+#include "common/cx_frame.h"
+#include "common/cx_test.h"
+
+#include <inttypes.h>
+#include <math.h>
+
+struct reading { int64_t step; double x; float energy[16]; };
+struct summary { int64_t step; double mean, peak; };
+
+static const struct cx_field reading_f[] = {
+    {"step", "int64", 8, offsetof(struct reading, step), NULL},
+    {"x", "double", 8, offsetof(struct reading, x), NULL},
+    {"energy", "float[16]", 4, offsetof(struct reading, energy), NULL}, {NULL}};
+static const struct cx_field summary_f[] = {
+    {"step", "int64", 8, offsetof(struct summary, step), NULL},
+    {"mean", "double", 8, offsetof(struct summary, mean), NULL},
+    {"peak", "double", 8, offsetof(struct summary, peak), NULL}, {NULL}};
+static const struct cx_struct_decl reading_d[] = {{"energy_reading", reading_f,
+                                                   sizeof(struct reading)}, {NULL}};
+static const struct cx_struct_decl summary_d[] = {{"summary", summary_f, sizeof(struct summary)},
+                                                  {NULL}};
+
+/* step k: x = k rounded down to a multiple of 25, energy[i] = k + i (mean k + 7.5, max k + 15) */
+static void reading_make(struct reading *e, int64_t k)
+{
+    e->step = k;
+    e->x = (double)(k / 25 * 25);
+    for (int i = 0; i < 16; i++)
+        e->energy[i] = (float)(k + i);
+}
+
+enum check { C_MEANPEAK, C_WINDOW, C_CHANGED, C_SHARE };
+
+struct job {
+    const char *program;
+    enum check check;
+    int rank;     /* C_SHARE: this member's share, seq % 3 */
+    long expect;
+};
+
+struct got {
+    pthread_mutex_t m;
+    const struct job *j;
+    long n, bad;
+    uint64_t last;
+};
+
+static int event_ok(const struct job *j, const struct cx_chan_event *ev)
+{
+    uint64_t q = ev->seq;
+    if (j->check == C_SHARE) {
+        const struct reading *r = ev->data;
+        return r && r->step == (int64_t)q && q % 3 == (uint64_t)j->rank;
+    }
+    const struct summary *s = ev->data;
+    if (!s || s->step != (int64_t)q)
+        return 0;
+    double x = (double)(q / 25 * 25);
+    switch (j->check) {
+    case C_MEANPEAK: return s->mean == (double)q + 7.5 && s->peak == (double)q + 15;
+    case C_WINDOW: return q % 8 == 0 && s->mean == (double)q - 3.5 && s->peak == (double)q;
+    default: /* C_CHANGED: x moved by 25, prev(x) the step before */
+        return (q == 1 || q % 25 == 0) && s->mean == x && s->peak == (q == 1 ? 0 : x - 25);
+    }
+}
+
+static void on_event(void *arg, const struct cx_chan_event *ev)
+{
+    struct got *g = arg;
+    pthread_mutex_lock(&g->m);
+    g->n++;
+    g->bad += !event_ok(g->j, ev) || ev->seq <= g->last;
+    if (!event_ok(g->j, ev) && g->bad < 4)
+        fprintf(stderr, "  child %d: unexpected event %" PRIu64 "\n", (int)getpid(), ev->seq);
+    g->last = ev->seq;
+    pthread_mutex_unlock(&g->m);
+}
+
+/* Subscribes with the job's program (a summary sink, or the readings themselves for
+ * C_SHARE), says "ready", reports what it got once `expect` events came, then lingers
+ * for one more second to see that nothing else comes. */
+static int xform_child(struct kid *k, void *arg)
+{
+    const struct job *j = arg;
+    const struct cx_format *fs = reg(summary_d), *fr = reg(reading_d);
+    const struct cx_format *want = j->check == C_SHARE ? fr : fs;
+    struct got g = {.m = PTHREAD_MUTEX_INITIALIZER, .j = j};
+    struct cx_chan_ctx *ctx;
+    struct cx_chan *ch;
+    struct cx_chan_sink *snk;
+    if (!fs || !fr || cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &ctx) < 0 ||
+        kid_open(k, ctx, &ch) < 0 ||
+        cx_chan_sink(ch, &(struct cx_chan_sink_opts){.format = want, .filter = j->program,
+                                                     .projection = j->check == C_SHARE ? NULL : fs},
+                     on_event, &g, &snk) < 0)
+        KID_FAIL(3, "setup");
+    put_str(k->wr, "ready");
+    count_wait(&g.m, &g.n, j->expect, 15000);
+    usleep(300000); /* anything more than expected would show up now */
+    pthread_mutex_lock(&g.m);
+    struct { long n, bad; uint64_t last; } res = {g.n, g.bad, g.last};
+    pthread_mutex_unlock(&g.m);
+    put(k->wr, &res, sizeof res);
+    return kid_bye(k, ctx);
+}
+
+/* Runs n children with jobs j[], a source sending readings 1..N; checks each child got its
+ * expected events, all well; returns the source channel's stats in *st. */
+static int run_stage(const struct job *j, int n, long N, struct cx_chan_stats *st)
+{
+    struct kid kids[3];
+    for (int i = 0; i < n; i++)
+        if (spawn(&kids[i], xform_child, (void *)&j[i]) < 0)
+            return -1;
+    const struct cx_format *fr = reg(reading_d);
+    struct cx_chan *ch;
+    struct cx_chan_source *s;
+    if (chan_for_kids(kids, n, fr, &(struct cx_chan_opts){.format = fr, .mode = CX_CHAN_RELIABLE},
+                      &ch, &s) < 0)
+        return -1;
+    for (long i = 1; i <= N; i++) {
+        struct reading e;
+        reading_make(&e, i);
+        if (cx_chan_submit_wait(s, &e, 5000) < 0)
+            return -1;
+    }
+    int ok = 1;
+    for (int i = 0; i < n; i++) {
+        struct { long n, bad; uint64_t last; } res;
+        if (get(kids[i].rd, &res, sizeof res, 20000) != sizeof res) {
+            ok = 0;
+            continue;
+        }
+        fprintf(stderr, "  \"%s\": %ld events (%ld expected), %ld wrong\n", j[i].program, res.n,
+                j[i].expect, res.bad);
+        ok &= res.n == j[i].expect && res.bad == 0;
+    }
+    for (int i = 0; i < n; i++)
+        put_str(kids[i].wr, "bye");
+    cx_chan_stats(ch, st);
+    for (int i = 0; i < n; i++)
+        ok &= reap(&kids[i], 5000) == 0;
+    cx_chan_close(ch);
+    return ok ? 0 : -1;
+}
+
+static const uint64_t in_wire = 8 + sizeof(struct reading), out_wire = 8 + sizeof(struct summary);
+
+CX_TEST(transform_computes_mean_and_peak_at_the_source)
+{
+    const long N = 500;
+    struct job j = {"mean = mean(energy); peak = max(energy)", C_MEANPEAK, 0, N};
+    struct cx_chan_stats st;
+    CK(run_stage(&j, 1, N, &st) == 0);
+    fprintf(stderr, "  sent %" PRIu64 " bytes for %ld events of %" PRIu64 " wire bytes; "
+            "%" PRIu64 " saved\n", st.sent_bytes, N, in_wire, st.projected_bytes_saved);
+    CK(st.filtered == 0 && st.sent == (uint64_t)N);
+    CK(st.projected_bytes_saved == (uint64_t)N * (in_wire - out_wire));
+    CK(st.sent_bytes == (uint64_t)N * (CX_FRAME_HDR_SIZE + out_wire));
+    cleanup_all();
+}
+
+CX_TEST(stateful_window_mean_and_change_detector_at_the_source)
+{
+    const long N = 800;
+    struct job j[2] = {
+        {"every(8); mean = wmean(step, 8); peak = wmax(step, 8)", C_WINDOW, 0, N / 8},
+        {"changed(x, 10); mean = x; peak = prev(x)", C_CHANGED, 0, 1 + N / 25},
+    };
+    struct cx_chan_stats st;
+    CK(run_stage(j, 2, N, &st) == 0);
+    uint64_t sent = (uint64_t)(N / 8 + 1 + N / 25);
+    CK(st.sent == sent && st.filtered == 2 * (uint64_t)N - sent);
+    CK(st.filtered_bytes == st.filtered * (CX_FRAME_HDR_SIZE + in_wire));
+    CK(st.sent_bytes == sent * (CX_FRAME_HDR_SIZE + out_wire));
+    cleanup_all();
+}
+
+CX_TEST(parallel_stage_shares_the_stream_each_event_to_one_member)
+{
+    const long N = 600;
+    struct job j[3] = {{"seq() % 3 == 0", C_SHARE, 0, N / 3},
+                       {"seq() % 3 == 1", C_SHARE, 1, N / 3},
+                       {"seq() % 3 == 2", C_SHARE, 2, N / 3}};
+    struct cx_chan_stats st;
+    CK(run_stage(j, 3, N, &st) == 0);
+    CK(st.sent == (uint64_t)N && st.filtered == 2 * (uint64_t)N); /* one member each */
+    CK(st.sent_bytes == (uint64_t)N * (CX_FRAME_HDR_SIZE + in_wire));
+    cleanup_all();
+}
+
+static void on_nothing(void *arg, const struct cx_chan_event *ev) { (void)arg, (void)ev; }
+
+CX_TEST(bad_programs_are_refused_when_the_sink_subscribes)
+{
+    const struct cx_format *fr = reg(reading_d), *fs = reg(summary_d);
+    static const struct cx_field huge_f[] = {{"big", "float[40000]", 4, 0, NULL}, {NULL}};
+    static const struct cx_struct_decl huge_d[] = {{"huge", huge_f, 160000}, {NULL}};
+    const struct cx_format *fh = reg(huge_d);
+    CK(fr && fs && fh);
+    CK(cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &test_ctx) == 0);
+    struct cx_chan *ch, *chh;
+    struct cx_chan_sink *k;
+    CK(cx_chan_create(test_ctx, &(struct cx_chan_opts){.format = fr}, &ch) == 0);
+    CK(cx_chan_sink(ch, &(struct cx_chan_sink_opts){.format = fs, .projection = fs,
+                                                    .filter = "mean = mean(step)"},
+                    on_nothing, NULL, &k) == -EINVAL);
+    CK(strstr(cx_errmsg(), "col 13: 'step' is not an array of numbers"));
+    CK(cx_chan_sink(ch, &(struct cx_chan_sink_opts){.format = fs, .projection = fs,
+                                                    .filter = "step = x"},
+                    on_nothing, NULL, &k) == -EINVAL);
+    CK(strstr(cx_errmsg(), "col 8: the output field is an integer"));
+    CK(cx_chan_sink(ch, &(struct cx_chan_sink_opts){.format = fs, .filter = "mean = 1"},
+                    on_nothing, NULL, &k) == -EINVAL); /* no projection: nothing to compute */
+    CK(strstr(cx_errmsg(), "col 6: '=' is not an operator"));
+    CK(cx_chan_create(test_ctx, &(struct cx_chan_opts){.format = fh}, &chh) == 0);
+    CK(cx_chan_sink(chh, &(struct cx_chan_sink_opts){.filter = "sum(big) > 0 && max(big) < 9"},
+                    on_nothing, NULL, &k) == -E2BIG);
+    CK(strstr(cx_errmsg(), "over the budget of 65536"));
+    CK(cx_chan_sink(chh, &(struct cx_chan_sink_opts){.filter = "sum(big) > 0"}, on_nothing, NULL,
+                    &k) == 0);
+    cx_chan_sink_close(k);
+    cx_chan_close(chh);
+    cx_chan_close(ch);
+    cleanup_all();
+}
+
+CX_TEST_MAIN()
