@@ -3,9 +3,12 @@
  * stream by seq(), the bytes the source did not send, and programs refused at install
  * (a type error with its column, a worst case over the budget). The language: filter/README.md. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#include "sidecar/sc_testutil.h" /* first: it defines _GNU_SOURCE */
+
 #include "chan_test_util.h"
 #include "common/cx_frame.h"
 #include "common/cx_test.h"
+#include "sidecar/cx_sc_client.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -192,6 +195,104 @@ CX_TEST(parallel_stage_shares_the_stream_each_event_to_one_member)
     CK(run_stage(j, 3, N, &st) == 0);
     CK(st.sent == (uint64_t)N && st.filtered == 2 * (uint64_t)N); /* one member each */
     CK(st.sent_bytes == (uint64_t)N * (CX_FRAME_HDR_SIZE + in_wire));
+    cleanup_all();
+}
+
+/* An application whose source goes through its sidecar: the program runs in the sidecar's
+ * runtime. Writes the channel id on idw, waits for 'r' on rdr, submits N readings, writes
+ * its channel stats on stw, waits for a byte on rdr again. */
+static void app_source_via_sidecar(const char *sock, int idw, int rdr, int stw, long N)
+{
+    const struct cx_format *fr = reg(reading_d);
+    struct cx_chan_ctx *ctx;
+    struct cx_chan *ch;
+    struct cx_chan_source *src;
+    char b;
+    if (!fr || cx_sc_connect(sock) < 0 || cx_sc_chan_ctx_create(NULL, &ctx) < 0 ||
+        cx_sc_chan_create(ctx, &(struct cx_chan_opts){.format = fr, .mode = CX_CHAN_RELIABLE},
+                          &ch) < 0)
+        _exit(2);
+    const char *id = cx_sc_chan_id(ch);
+    if (write(idw, id, strlen(id) + 1) < 0 || read(rdr, &b, 1) != 1 ||
+        cx_sc_chan_wait_members(ch, 0, 1, 20000) < 0 || cx_sc_chan_source(ch, fr, &src) < 0)
+        _exit(3);
+    for (long i = 1; i <= N; i++) {
+        struct reading e;
+        reading_make(&e, i);
+        if (cx_sc_chan_submit_wait(src, &e, 10000) < 0)
+            _exit(4);
+    }
+    struct cx_chan_stats st;
+    for (int i = 0; i < 1000; i++) { /* the sidecar counts what it sent as it sends it */
+        cx_sc_chan_stats(ch, &st);
+        if (st.sent >= (uint64_t)N)
+            break;
+        usleep(10000);
+    }
+    if (write(stw, &st, sizeof st) != sizeof st || read(rdr, &b, 1) != 1)
+        _exit(5);
+    cx_sc_chan_source_close(src);
+    cx_sc_chan_close(ch);
+    cx_sc_chan_ctx_destroy(ctx);
+    _exit(0);
+}
+
+CX_TEST(transform_runs_at_a_source_behind_a_sidecar)
+{
+    if (access(CONFLUXD, X_OK) != 0)
+        CX_SKIP("%s is not built (make -C dataplane bin)", CONFLUXD);
+    const long N = 300;
+    char dir[64] = "/tmp/cxxf-XXXXXX", sock[128], sockarg[160];
+    CK(mkdtemp(dir) != NULL);
+    snprintf(sock, sizeof sock, "%s/a.sock", dir);
+    snprintf(sockarg, sizeof sockarg, "--socket=%s", sock);
+    const char *args[] = {"--role=sidecar", sockarg, "--http=127.0.0.1:0",
+                          "--listen=tcp://127.0.0.1:0", "--quiet", NULL};
+    struct proc sc;
+    int up = proc_start(&sc, args, 0) == 0;
+    struct job j = {"mean = mean(energy); peak = max(energy)", C_MEANPEAK, 0, N};
+    struct kid kid;
+    int idp[2], rdp[2], stp[2];
+    pid_t app = -1;
+    char id[256] = "";
+    struct { long n, bad; uint64_t last; } res = {0};
+    struct cx_chan_stats st = {0};
+    int ok = up && pipe(idp) == 0 && pipe(rdp) == 0 && pipe(stp) == 0 &&
+             spawn(&kid, xform_child, &j) == 0;
+    if (ok && (app = fork()) == 0)
+        app_source_via_sidecar(sock, idp[1], rdp[0], stp[1], N);
+    if (ok) { /* a dead application closes the pipes it writes: no read waits for ever */
+        close(idp[1]);
+        close(stp[1]);
+        close(rdp[0]);
+    }
+    size_t n = 0;
+    while (ok && n < sizeof id - 1 && read(idp[0], id + n, 1) == 1 && id[n])
+        n++;
+    ok = ok && app > 0 && n > 0 && put_str(kid.wr, id) == 0 && kid_says(&kid, "ready", 15000) &&
+         write(rdp[1], "r", 1) == 1 && get(kid.rd, &res, sizeof res, 20000) == sizeof res &&
+         read_full(stp[0], &st, sizeof st, 20000) == 0;
+    if (app > 0) {
+        if (write(rdp[1], "b", 1) != 1)
+            kill(app, SIGKILL);
+        ok &= wait_child(app, 20) == 0;
+    }
+    put_str(kid.wr, "bye");
+    ok &= reap(&kid, 5000) == 0;
+    if (ok)
+        close(idp[0]), close(stp[0]), close(rdp[1]);
+    if (up)
+        proc_stop(&sc, SIGTERM);
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        ok = 0;
+    fprintf(stderr, "  through the sidecar: %ld events (%ld wrong); the sidecar sent %" PRIu64
+            " bytes, %" PRIu64 " saved\n", res.n, res.bad, st.sent_bytes,
+            st.projected_bytes_saved);
+    CK(up && ok);
+    CK(res.n == N && res.bad == 0);
+    CK(st.sent == (uint64_t)N && st.projected_bytes_saved == (uint64_t)N * (in_wire - out_wire));
     cleanup_all();
 }
 
