@@ -119,8 +119,24 @@ static double as_double(uint8_t t, const struct val *v)
     return t == TY_FLT ? v->d : t == TY_UINT ? (double)v->u : (double)v->i;
 }
 
+/* One reduction loop over native floats or doubles (the common case, one load each). */
+#define RED_NATIVE(T)                                                                      \
+    do {                                                                                   \
+        T e;                                                                               \
+        memcpy(&e, p, sizeof e);                                                           \
+        double a = e;                                                                      \
+        for (uint64_t i = 1; i < cnt; i++) {                                               \
+            memcpy(&e, p + i * sizeof e, sizeof e);                                        \
+            if (in->mode == R_SUM || in->mode == R_MEAN)                                   \
+                a += e;                                                                    \
+            else if (in->mode == R_MAX ? e > a : e < a)                                    \
+                a = e;                                                                     \
+        }                                                                                  \
+        out->d = in->mode == R_MEAN ? a / (double)cnt : a;                                 \
+    } while (0)
+
 /* sum / mean / max / min over cnt elements at p. False (drop) for the mean, max or min of
- * no element. */
+ * no element. A NaN element never replaces the max or min (as in a comparison). */
 static bool reduce(const struct cx__insn *in, const uint8_t *p, uint64_t cnt, bool swap,
                    struct val *out)
 {
@@ -131,6 +147,13 @@ static bool reduce(const struct cx__insn *in, const uint8_t *p, uint64_t cnt, bo
         if (et == TY_FLT)
             out->d = 0;
         return in->mode == R_SUM;
+    }
+    if (et == TY_FLT && !swap) {
+        if (in->size == 4)
+            RED_NATIVE(float);
+        else
+            RED_NATIVE(double);
+        return true;
     }
     struct val acc, v;
     load(in, p, swap, &acc);

@@ -191,6 +191,23 @@ CX_TEST(empty_variable_array_sum_is_zero_other_reductions_drop)
     }
 }
 
+CX_TEST(nan_elements_never_win_max_or_min)
+{
+    struct rd r = sample(1, 0);
+    r.energy[3] = NAN;
+    setup();
+    CX_CHECK_EQ_INT(encode(&r), 0);
+    union cx_filter_value res[2];
+    struct cx_filter *f = xf("mean = max(energy); peak = min(energy)");
+    CX_CHECK_EQ_INT(cx_filter_run(f, NULL, wire, wire_len, 1, res), 1);
+    CX_CHECK(res[0].d == 16.0 && res[1].d == 1.0);
+    cx_filter_free(f);
+    CX_CHECK((f = xf("mean = sum(energy)")) != NULL);
+    CX_CHECK_EQ_INT(cx_filter_run(f, NULL, wire, wire_len, 1, res), 1);
+    CX_CHECK(isnan(res[0].d));
+    cx_filter_free(f);
+}
+
 /* Runs prog over events with x = xs[i] and step = i + 1; returns the passing steps as a
  * bit set, and the mean output of the last pass in *last. */
 static uint64_t stream(const char *prog, const double *xs, int n, double *last)
