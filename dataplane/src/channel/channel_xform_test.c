@@ -296,6 +296,40 @@ CX_TEST(transform_runs_at_a_source_behind_a_sidecar)
     cleanup_all();
 }
 
+CX_TEST(transform_reaches_a_sink_in_the_source_process)
+{
+    const struct cx_format *fr = reg(reading_d), *fs = reg(summary_d);
+    CK(fr && fs);
+    CK(cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &test_ctx) == 0);
+    struct cx_chan *ch;
+    struct cx_chan_source *s;
+    struct cx_chan_sink *k;
+    struct job j = {"every(8); mean = wmean(step, 8); peak = wmax(step, 8)", C_WINDOW, 0, 10};
+    struct got g = {.m = PTHREAD_MUTEX_INITIALIZER, .j = &j};
+    CK(cx_chan_create(test_ctx, &(struct cx_chan_opts){.format = fr, .mode = CX_CHAN_RELIABLE},
+                      &ch) == 0);
+    CK(cx_chan_sink(ch, &(struct cx_chan_sink_opts){.format = fs, .projection = fs,
+                                                    .filter = j.program},
+                    on_event, &g, &k) == 0);
+    CK(cx_chan_source(ch, fr, &s) == 0);
+    for (long i = 1; i <= 80; i++) {
+        struct reading e;
+        reading_make(&e, i);
+        CK(cx_chan_submit_wait(s, &e, 5000) == 0);
+    }
+    long n = count_wait(&g.m, &g.n, 10, 10000);
+    usleep(100000);
+    pthread_mutex_lock(&g.m);
+    n = g.n;
+    long bad = g.bad;
+    pthread_mutex_unlock(&g.m);
+    fprintf(stderr, "  local sink: %ld events, %ld wrong\n", n, bad);
+    CK(n == 10 && bad == 0);
+    cx_chan_sink_close(k);
+    cx_chan_close(ch);
+    cleanup_all();
+}
+
 static void on_nothing(void *arg, const struct cx_chan_event *ev) { (void)arg, (void)ev; }
 
 CX_TEST(bad_programs_are_refused_when_the_sink_subscribes)

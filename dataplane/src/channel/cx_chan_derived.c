@@ -174,6 +174,22 @@ int chan_project(struct chan_dest *d, uint64_t token, void *wire, size_t len,
     return rc; /* on failure the caller sends the whole event: correct, only bigger */
 }
 
+struct chan_ref *chan_project_ref(struct chan_dest *d, uint64_t token, uint64_t seq, void *wire,
+                                  size_t len)
+{
+    struct chan_derived *dv = d->dv;
+    struct cx_enc pe;
+    if (!dv || !dv->last || dv->last->pass != 1 || !cx_filter_outputs(dv->last->f) || !d->proj ||
+        chan_project(d, token, wire, len, &pe) < 0)
+        return NULL;
+    struct chan_ref *r = chan_ref_new(d->proj, seq);
+    if (r && chan_ref_gather(r, &pe) < 0) {
+        chan_ref_put(r);
+        r = NULL;
+    }
+    return r;
+}
+
 void chan_derived_free(struct chan_dest *d)
 {
     struct chan_derived *dv = d->dv;

@@ -455,6 +455,10 @@ int chan_filter_run(struct chan_dest *d, const struct cx_format *fmt, const void
  * call for d, while wire lives). 0 or -errno. */
 int chan_project(struct chan_dest *d, uint64_t token, void *wire, size_t len,
                  struct cx_enc *enc);
+/* For a sink in this process: the event projected with the fields d's program computed for
+ * it (a new reference), or NULL when the program computes none (or on failure). */
+struct chan_ref *chan_project_ref(struct chan_dest *d, uint64_t token, uint64_t seq, void *wire,
+                                  size_t len);
 void chan_derived_free(struct chan_dest *d);
 
 /* The peer a progress callback runs for (thread-local, progress thread only). */

@@ -355,6 +355,8 @@ int cx_embedded_chan_sink(struct cx_chan *ch, const struct cx_chan_sink_opts *o,
     k->ch = d->ch = ch;
     d->local = 1;
     d->sink = k;
+    d->proj = o->projection; /* a program's computed fields reach a local sink too */
+    d->proj_token = o->projection ? cx_format_token(o->projection) : 0;
     k->ldest = d;
     chan_route_off(ch); /* a local target now: the general path */
     d->next = ch->dests;
