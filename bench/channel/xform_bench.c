@@ -13,6 +13,7 @@
  * clocks CLOCK_MONOTONIC on one host. Both modes sum every mean they saw: the sums must
  * agree, or the run fails. Prints one line per run and the medians with their ratio. */
 #define _GNU_SOURCE
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers" /* {NULL} ends a field list */
 #include "channel/cx_chan.h"
 #include "common/cx_error.h"
 #include "format/cx_format_registry.h"
@@ -33,7 +34,9 @@ struct summary { int64_t step; double mean, peak; };
 
 static const struct cx_format *reg(const struct cx_field *f, const char *name, size_t size)
 {
-    struct cx_struct_decl d[] = {{name, f, size}, {NULL}};
+    struct cx_struct_decl d[2];
+    memset(d, 0, sizeof d);
+    d[0] = (struct cx_struct_decl){name, f, size};
     struct cx_format *x;
     const struct cx_format *c = NULL;
     if (cx_format_create(d, NULL, &x) < 0 || cx_format_registry_insert(x, &c) < 0) {

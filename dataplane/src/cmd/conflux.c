@@ -193,8 +193,10 @@ static const struct cx_format *transform_format(const char *prog)
                            "use --filter)");
         return NULL;
     }
-    fields[n] = (struct cx_field){NULL};
-    struct cx_struct_decl d[] = {{"transform", fields, 8 * n}, {NULL}};
+    memset(&fields[n], 0, sizeof fields[n]); /* the list's end */
+    struct cx_struct_decl d[2];
+    memset(d, 0, sizeof d);
+    d[0] = (struct cx_struct_decl){"transform", fields, 8 * n};
     struct cx_format *f;
     const struct cx_format *reg = NULL;
     if (cx_format_create(d, NULL, &f) < 0 || cx_format_registry_insert(f, &reg) < 0)
