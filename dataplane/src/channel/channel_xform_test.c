@@ -38,7 +38,7 @@ static void reading_make(struct reading *e, int64_t k)
         e->energy[i] = (float)(k + i);
 }
 
-enum check { C_MEANPEAK, C_WINDOW, C_CHANGED, C_SHARE };
+enum check { C_MEANPEAK, C_WINDOW, C_CHANGED, C_SHARE, C_ROUTED };
 
 struct job {
     const char *program;
@@ -57,6 +57,10 @@ struct got {
 static int event_ok(const struct job *j, const struct cx_chan_event *ev)
 {
     uint64_t q = ev->seq;
+    if (j->check == C_ROUTED) { /* share(seq()): one residue mod 3, whichever */
+        const struct reading *r = ev->data;
+        return r && r->step == (int64_t)q;
+    }
     if (j->check == C_SHARE) {
         const struct reading *r = ev->data;
         return r && r->step == (int64_t)q && q % 3 == (uint64_t)j->rank;
@@ -78,7 +82,8 @@ static void on_event(void *arg, const struct cx_chan_event *ev)
     struct got *g = arg;
     pthread_mutex_lock(&g->m);
     g->n++;
-    g->bad += !event_ok(g->j, ev) || ev->seq <= g->last;
+    g->bad += !event_ok(g->j, ev) || ev->seq <= g->last ||
+              (g->j->check == C_ROUTED && g->last && ev->seq % 3 != g->last % 3);
     if (!event_ok(g->j, ev) && g->bad < 4)
         fprintf(stderr, "  child %d: unexpected event %" PRIu64 "\n", (int)getpid(), ev->seq);
     g->last = ev->seq;
@@ -92,7 +97,7 @@ static int xform_child(struct kid *k, void *arg)
 {
     const struct job *j = arg;
     const struct cx_format *fs = reg(summary_d), *fr = reg(reading_d);
-    const struct cx_format *want = j->check == C_SHARE ? fr : fs;
+    const struct cx_format *want = j->check == C_SHARE || j->check == C_ROUTED ? fr : fs;
     struct got g = {.m = PTHREAD_MUTEX_INITIALIZER, .j = j};
     struct cx_chan_ctx *ctx;
     struct cx_chan *ch;
@@ -100,7 +105,7 @@ static int xform_child(struct kid *k, void *arg)
     if (!fs || !fr || cx_chan_ctx_create(&(struct cx_chan_ctx_opts){.listen = LOOP}, &ctx) < 0 ||
         kid_open(k, ctx, &ch) < 0 ||
         cx_chan_sink(ch, &(struct cx_chan_sink_opts){.format = want, .filter = j->program,
-                                                     .projection = j->check == C_SHARE ? NULL : fs},
+                                                     .projection = want == fr ? NULL : fs},
                      on_event, &g, &snk) < 0)
         KID_FAIL(3, "setup");
     put_str(k->wr, "ready");
@@ -134,6 +139,7 @@ static int run_stage(const struct job *j, int n, long N, struct cx_chan_stats *s
             return -1;
     }
     int ok = 1;
+    unsigned routed = 0; /* C_ROUTED: the residues mod 3 the members got */
     for (int i = 0; i < n; i++) {
         struct { long n, bad; uint64_t last; } res;
         if (get(kids[i].rd, &res, sizeof res, 20000) != sizeof res) {
@@ -143,6 +149,12 @@ static int run_stage(const struct job *j, int n, long N, struct cx_chan_stats *s
         fprintf(stderr, "  \"%s\": %ld events (%ld expected), %ld wrong\n", j[i].program, res.n,
                 j[i].expect, res.bad);
         ok &= res.n == j[i].expect && res.bad == 0;
+        if (j[i].check == C_ROUTED)
+            routed |= 1u << (res.last % 3);
+    }
+    if (j[0].check == C_ROUTED && routed != 7) {
+        fprintf(stderr, "  members got residues %#x, not one each\n", routed);
+        ok = 0;
     }
     for (int i = 0; i < n; i++)
         put_str(kids[i].wr, "bye");
@@ -327,6 +339,18 @@ CX_TEST(transform_reaches_a_sink_in_the_source_process)
     CK(n == 10 && bad == 0);
     cx_chan_sink_close(k);
     cx_chan_close(ch);
+    cleanup_all();
+}
+
+CX_TEST(router_sends_each_event_to_one_member_of_a_stage)
+{
+    const long N = 600;
+    struct job j[3] = {{"share(seq())", C_ROUTED, 0, N / 3},
+                       {"share(seq())", C_ROUTED, 1, N / 3},
+                       {"share(seq())", C_ROUTED, 2, N / 3}};
+    struct cx_chan_stats st;
+    CK(run_stage(j, 3, N, &st) == 0); /* each got 200, all of one residue mod 3 */
+    CK(st.sent == (uint64_t)N && st.filtered == 2 * (uint64_t)N);
     cleanup_all();
 }
 

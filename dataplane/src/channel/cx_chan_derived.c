@@ -106,6 +106,29 @@ static struct compiled *compile(struct chan_dest *d, const struct cx_format *fmt
     return c;
 }
 
+/* Where a sink lives: its process's address and its receive tag. */
+static int dest_cmp(const struct chan_dest *a, const struct chan_dest *b)
+{
+    const char *aa = a->local ? a->ch->ctx->addr : a->addr;
+    const char *ba = b->local ? b->ch->ctx->addr : b->addr;
+    uint32_t at = a->local ? a->sink->ep->tag : a->tag, bt = b->local ? b->sink->ep->tag : b->tag;
+    int c = strcmp(aa, ba);
+    return c ? c : (at > bt) - (at < bt);
+}
+
+/* d's place among the sinks of its channel with the same program (its stage), ordered by
+ * process address and tag, so every source ranks them alike. */
+static void stage_rank(const struct chan_dest *d, uint64_t *member, uint64_t *members)
+{
+    *member = 0;
+    *members = 0;
+    for (const struct chan_dest *e = d->ch->dests; e; e = e->next)
+        if (e->filter && !strcmp(e->filter, d->filter)) {
+            ++*members;
+            *member += dest_cmp(e, d) < 0;
+        }
+}
+
 int chan_filter_run(struct chan_dest *d, const struct cx_format *fmt, const void *wire,
                     size_t len, const void *src, uint64_t seq)
 {
@@ -143,7 +166,10 @@ int chan_filter_run(struct chan_dest *d, const struct cx_format *fmt, const void
     }
     c->src = src;
     c->seq = seq;
-    c->pass = cx_filter_run(c->f, c->state, wire, len, seq, c->res);
+    uint64_t member = 0, members = 1;
+    if (cx_filter_shares(c->f))
+        stage_rank(d, &member, &members);
+    c->pass = cx_filter_run_member(c->f, c->state, wire, len, seq, member, members, c->res);
     dv->last = c;
     return c->pass;
 }

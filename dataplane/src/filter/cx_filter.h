@@ -13,7 +13,8 @@
  * paths (a.b, arr[i], len()), C's operators with exact int/uint comparison, string
  * equality; programs of several statements ("cond; field = expr; ...") whose computed
  * fields go into an output format; math (sqrt abs min max), conversions (int float),
- * reductions over an array's elements (sum mean max min), seq(), and stateful calls (count
+ * reductions over an array's elements (sum mean max min), seq(), share() (routing among
+ * the sinks with one program: cx_filter_run_member), and stateful calls (count
  * every changed prev total wsum wmean wmax wmin) whose memory the caller keeps between
  * events (cx_filter_state_size). A division by zero, an index past the end and the other
  * documented cases drop the event. Every program is bounded per event: its worst case
@@ -31,6 +32,7 @@
 
 #include "format/cx_format.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -96,6 +98,16 @@ unsigned cx_filter_outputs(const struct cx_filter *f);
  * none). Returns 1 (pass: res is complete), 0 (drop), or -EBADMSG / -EINVAL. */
 int cx_filter_run(const struct cx_filter *f, void *state, const void *event, size_t len,
                   uint64_t seq, union cx_filter_value *res);
+
+/* The same for a program that calls share(key): it runs for member `member` (0-based) of
+ * a stage of `members` sinks with this program, and share(key) holds only for the member
+ * key mod members (so each event goes to one member). cx_filter_run is member 0 of 1. */
+int cx_filter_run_member(const struct cx_filter *f, void *state, const void *event, size_t len,
+                         uint64_t seq, uint64_t member, uint64_t members,
+                         union cx_filter_value *res);
+
+/* Whether the program calls share(). */
+bool cx_filter_shares(const struct cx_filter *f);
 
 /* Writes res (from a run that returned 1) into `native`, an event of the output format in
  * its native struct (the other fields untouched). Integers wrap to the field's width. */

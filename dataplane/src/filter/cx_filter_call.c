@@ -19,7 +19,8 @@ struct fn_def {
 static const struct fn_def fns[] = {
     {"sqrt", K_FN, F_SQRT, 1, false},      {"abs", K_FN, F_ABS, 1, false},
     {"int", K_FN, F_INT, 1, false},        {"float", K_FN, F_FLOAT, 1, false},
-    {"seq", K_FN, F_SEQ, 0, false},        {"min", K_MINMAX, F_MIN, 2, false},
+    {"seq", K_FN, F_SEQ, 0, false},        {"share", K_FN, F_SHARE, 1, false},
+    {"min", K_MINMAX, F_MIN, 2, false},
     {"max", K_MINMAX, F_MAX, 2, false},    {"sum", K_RED, R_SUM, 1, false},
     {"mean", K_RED, R_MEAN, 1, false},     {"count", K_STATE, S_COUNT, 0, false},
     {"every", K_STATE, S_EVERY, 1, true},  {"changed", K_STATE, S_CHANGED, 2, false},
@@ -153,8 +154,13 @@ int cx__parse_call(struct cx__compiler *c)
                                                                                 : TY_FLT;
         return n;
     }
+    if (d->id == F_SHARE && lt == TY_FLT)
+        return cx__syntax(EINVAL, c->nodes[args[0]].col, "share() takes an integer key "
+                          "(int(...) converts a float)");
+    c->shares |= d->id == F_SHARE;
     switch (d->id) {
     case F_SQRT: case F_FLOAT: o->type = TY_FLT; break;
+    case F_SHARE: o->type = TY_INT; break;
     case F_INT: case F_SEQ: o->type = TY_INT; break;
     case F_ABS: o->type = lt; break;
     default: o->type = promote(lt, c->nodes[args[1]].type); break; /* min, max */

@@ -19,7 +19,7 @@ const char *cx__op_name(uint8_t op)
         [OP_SNE] = "sne", [OP_JZ] = "jz", [OP_JNZ] = "jnz", [OP_POP] = "pop",
         [OP_FN] = "fn", [OP_MIN] = "min", [OP_MAX] = "max", [OP_SEQNO] = "seqno",
         [OP_RED] = "reduce", [OP_REDA] = "reducea", [OP_STATE] = "state", [OP_WHEN] = "when",
-        [OP_OUT] = "out",
+        [OP_OUT] = "out", [OP_SHARE] = "share",
     };
     return op < sizeof names / sizeof names[0] && names[op] ? names[op] : "?";
 }

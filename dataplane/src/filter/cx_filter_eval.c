@@ -233,7 +233,8 @@ static struct val *state_op(const struct cx__insn *in, struct cx__state *s, stru
 }
 
 static int run(const struct cx_filter *f, struct cx__state *stt, const void *event,
-               size_t len, uint64_t seq, union cx_filter_value *res)
+               size_t len, uint64_t seq, uint64_t member, uint64_t members,
+               union cx_filter_value *res)
 {
     if (!f || !event)
         return cx_err_set(EINVAL, "filter: %s is NULL", f ? "the event" : "the filter");
@@ -396,6 +397,13 @@ static int run(const struct cx_filter *f, struct cx__state *stt, const void *eve
         case OP_STATE:
             sp = state_op(in, &stt[in->a], sp);
             break;
+        case OP_SHARE: { /* the key's residue, never negative, picks one member */
+            uint64_t r = in->mode == TY_INT && sp->i < 0
+                             ? (members - (0 - sp->u) % members) % members
+                             : sp->u % members;
+            sp->i = r == member;
+            break;
+        }
         case OP_WHEN:
             pass &= truth(in->mode, sp);
             sp--;
@@ -416,16 +424,28 @@ int cx_filter_eval(const struct cx_filter *f, const void *event, size_t len)
     if (f && f->nstate)
         return cx_err_set(EINVAL, "filter '%s' keeps state: run it with cx_filter_run",
                           f->expr);
-    return run(f, NULL, event, len, 0, NULL);
+    return run(f, NULL, event, len, 0, 0, 1, NULL);
+}
+
+int cx_filter_run_member(const struct cx_filter *f, void *state, const void *event, size_t len,
+                         uint64_t seq, uint64_t member, uint64_t members,
+                         union cx_filter_value *res)
+{
+    if (f && f->nstate && !state)
+        return cx_err_set(EINVAL, "filter '%s' keeps state and was given none", f->expr);
+    if (members == 0 || member >= members)
+        return cx_err_set(EINVAL, "filter: member %llu of %llu", (unsigned long long)member,
+                          (unsigned long long)members);
+    return run(f, state, event, len, seq, member, members, res);
 }
 
 int cx_filter_run(const struct cx_filter *f, void *state, const void *event, size_t len,
                   uint64_t seq, union cx_filter_value *res)
 {
-    if (f && f->nstate && !state)
-        return cx_err_set(EINVAL, "filter '%s' keeps state and was given none", f->expr);
-    return run(f, state, event, len, seq, res);
+    return cx_filter_run_member(f, state, event, len, seq, 0, 1, res);
 }
+
+bool cx_filter_shares(const struct cx_filter *f) { return f && f->shares; }
 
 size_t cx_filter_state_size(const struct cx_filter *f)
 {

@@ -183,6 +183,10 @@ static int gen_call(struct gen *g, const struct cx__node *n)
     switch (n->op) {
     case F_SEQ:
         return emit(g, OP_SEQNO, 0, n->col, NULL);
+    case F_SHARE:
+        if ((rc = gen_node(g, n->l)) < 0)
+            return rc;
+        return emit(g, OP_SHARE, lt, n->col, NULL);
     case F_MIN:
     case F_MAX:
         if ((rc = gen_as(g, n->l, n->type)) < 0 || (rc = gen_as(g, n->r, n->type)) < 0)
@@ -356,6 +360,7 @@ int cx__gen(struct cx__compiler *c, struct cx_filter *f)
     f->cost = g.reduced + g.n;
     f->nout = c->nout;
     f->nstate = c->nstate;
+    f->shares = c->shares;
     memcpy(f->out, c->out, sizeof c->out);
     return 0;
 }

@@ -56,7 +56,7 @@ enum cx__nkind {
 };
 
 /* Built-in functions (N_CALL, OP_FN / OP_MIN / OP_MAX / OP_SEQNO). */
-enum cx__fn { F_SQRT, F_ABS, F_INT, F_FLOAT, F_MIN, F_MAX, F_SEQ };
+enum cx__fn { F_SQRT, F_ABS, F_INT, F_FLOAT, F_MIN, F_MAX, F_SEQ, F_SHARE };
 /* Reductions over an array's elements (N_REDUCE, OP_RED / OP_REDA). */
 enum cx__red { R_SUM, R_MEAN, R_MAX, R_MIN };
 /* Stateful functions (N_STATE, OP_STATE); each owns one struct cx__state. */
@@ -129,6 +129,7 @@ enum cx__op {
     OP_STATE,    /* mode enum cx__sfn, a: state slot, k.i: N; pops its float arguments */
     OP_WHEN,     /* pop a condition (mode: its type); the event passes only if all hold */
     OP_OUT,      /* pop the value of output a */
+    OP_SHARE,    /* pop a key (mode INT or UINT); push key mod members == member */
 };
 
 /* Comparison modes: both of one type, or an int against a uint (exact comparison). */
@@ -151,6 +152,7 @@ struct cx_filter {
     const struct cx_format *fmt;
     const struct cx_format *out_fmt; /* transforms: the output format, else NULL */
     bool program;          /* several statements: OP_END returns the OP_WHEN verdict */
+    bool shares;           /* calls share(): its verdict depends on the member's rank */
     uint32_t nout, nstate;
     uint64_t cost;         /* worst-case steps per event (instructions + elements reduced) */
     struct cx__out out[CX_FILTER_MAX_OUT];
@@ -181,6 +183,7 @@ struct cx__compiler {
     uint32_t pool_len, pool_cap;
     const struct cx_format *out_fmt; /* transforms: the output format */
     uint32_t nstate;                 /* stateful calls so far */
+    bool shares;                     /* share() was called */
     uint32_t nstmt;
     struct { int32_t node; int32_t out; } stmt[CX_FILTER_MAX_STMT]; /* out -1: a condition */
     struct cx__out out[CX_FILTER_MAX_OUT];

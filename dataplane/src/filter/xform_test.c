@@ -281,6 +281,26 @@ CX_TEST(seq_partitions_a_stream_among_members)
     CX_CHECK(all == ((1ull << 31) - 2)); /* and every event to one */
 }
 
+CX_TEST(share_picks_one_member_per_key)
+{
+    struct cx_filter *f = xf("share(step - 50)"); /* negative keys too: residues 0..n-1 */
+    CX_CHECK(f != NULL && cx_filter_shares(f));
+    for (int64_t k = 1; k <= 30; k++) {
+        struct rd r = sample(k, 0);
+        CX_CHECK_EQ_INT(encode(&r), 0);
+        int hits = 0, who = -1;
+        for (uint64_t m = 0; m < 4; m++)
+            if (cx_filter_run_member(f, NULL, wire, wire_len, 1, m, 4, NULL) == 1)
+                hits++, who = (int)m;
+        CX_CHECK(hits == 1 && who == (int)(((k - 50) % 4 + 4) % 4));
+    }
+    CX_CHECK_EQ_INT(cx_filter_run_member(f, NULL, wire, wire_len, 1, 4, 4, NULL), -EINVAL);
+    CX_CHECK_EQ_INT(cx_filter_run(f, NULL, wire, wire_len, 1, NULL), 1); /* alone: all */
+    cx_filter_free(f);
+    CX_CHECK(cx_filter_compile_xform("share(x)", in_fmt, NULL, &f) == -EINVAL);
+    CX_CHECK(strstr(cx_errmsg(), "col 7: share() takes an integer key") != NULL);
+}
+
 CX_TEST(stateful_program_needs_its_state)
 {
     struct cx_filter *f = xf("every(2)");
