@@ -54,11 +54,14 @@
  *                               cx_chan_create/open/close/id() channels
  *                               cx_chan_source(), cx_chan_submit[_wait|_owned]()  sources
  *                               cx_chan_sink(), cx_chan_sink_close/error()         sinks
- *                                                    (typed, untyped, derived: filter and
- *                                                    projection run at the source; the
- *                                                    filter language is defined in
- *                                                    filter/cx_filter.h, and docs/guide.md
- *                                                    has it with an example)
+ *                                                    (typed, untyped, derived: a filter
+ *                                                    or transform program and a projection
+ *                                                    run at the source: conditions, fields
+ *                                                    computed into the projection format,
+ *                                                    reductions, state between events;
+ *                                                    the language is defined in
+ *                                                    docs/filter-language.md, and
+ *                                                    docs/guide.md has an example)
  *                               cx_chan_stats(), cx_chan_wait_members()
  *   pipe/cx_pipe.h              pi_space_open/close(), pi_create(PI_CREATE | PI_APPEND),
  *                               pi_write(), pi_close(), pi_abandon(), pi_attach(), pi_read[_timeout](),

@@ -228,16 +228,21 @@ typedef void (*cx_chan_handler)(void *arg, const struct cx_chan_event *ev);
 
 struct cx_chan_sink_opts {
     const struct cx_format *format;     /* wanted format (registered, native); NULL = untyped */
-    const char *filter;                 /* derived sink: filter run at every source, or NULL */
+    const char *filter;                 /* derived sink: filter or transform program run at
+                                         * every source (docs/filter-language.md), or NULL */
     const struct cx_format *projection; /* derived sink: sources convert to this format
-                                         * before sending (registered); NULL = none */
+                                         * before sending (registered), with the fields the
+                                         * program computes; NULL = none */
 };
 
 /* Subscribes a sink. On a typed channel its format must be convertible from the channel's:
  * fewer fields, or more (a field the channel lacks gets its declared default or zero, so a
  * newer sink with defaults works); a shared field of a kind that cannot convert fails with
- * -EPROTO. A filter (its language: filter/cx_filter.h) is checked here: a bad one fails
- * with -EINVAL and cx_errmsg() saying where ("filter: col 7: unknown field 'x'"). */
+ * -EPROTO. A filter or program (its language: docs/filter-language.md) is checked here,
+ * against the channel's format and the projection: a bad one fails with -EINVAL and
+ * cx_errmsg() saying where ("filter: col 7: unknown field 'x'"), one whose worst case per
+ * event is over the budget with -E2BIG. Its state (every(), wmean(), ...) is kept at each
+ * source from the subscription on. */
 int cx_chan_sink(struct cx_chan *ch, const struct cx_chan_sink_opts *o, cx_chan_handler fn,
                  void *arg, struct cx_chan_sink **out);
 

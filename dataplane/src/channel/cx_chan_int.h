@@ -442,15 +442,23 @@ void chan_sink_detach(struct cx_chan_sink *k); /* ctx lock held; the channel goe
 void chan_ep_solo_update(struct cx_chan *ch, struct chan_ep *ep);
 
 /* ---- cx_chan_derived.c ---- */
-/* Checks a filter expression against a format (install time). 0 or -EINVAL with message. */
-int chan_filter_check(const char *expr, const struct cx_format *fmt);
-/* Runs d's filter on a wire event of format fmt: 1 pass, 0 drop, <0 error. */
+/* Checks a filter or transform program against a format and the sink's projection (its
+ * output format, or NULL) at install time. 0 or -EINVAL / -E2BIG with message. */
+int chan_filter_check(const char *expr, const struct cx_format *fmt,
+                      const struct cx_format *proj);
+/* Runs d's program on event `seq` of source `src` (a wire event of format fmt), with the
+ * state d keeps for it (the same src and seq again, after a wait for room, starts from the
+ * same state): 1 pass, 0 drop, <0 error. chan_project then writes its computed fields. */
 int chan_filter_run(struct chan_dest *d, const struct cx_format *fmt, const void *wire,
-                    size_t len);
+                    size_t len, const void *src, uint64_t seq);
 /* Converts a wire event to d's projection and encodes it into enc (valid until the next
  * call for d, while wire lives). 0 or -errno. */
 int chan_project(struct chan_dest *d, uint64_t token, void *wire, size_t len,
                  struct cx_enc *enc);
+/* For a sink in this process: the event projected with the fields d's program computed for
+ * it (a new reference), or NULL when the program computes none (or on failure). */
+struct chan_ref *chan_project_ref(struct chan_dest *d, uint64_t token, uint64_t seq, void *wire,
+                                  size_t len);
 void chan_derived_free(struct chan_dest *d);
 
 /* The peer a progress callback runs for (thread-local, progress thread only). */

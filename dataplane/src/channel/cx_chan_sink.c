@@ -321,7 +321,7 @@ int cx_embedded_chan_sink(struct cx_chan *ch, const struct cx_chan_sink_opts *o,
             rc = cx_err_set(EINVAL, "filter of %zu bytes (at most %d)", strlen(o->filter),
                             FILTER_MAX - 1);
         else if (against) /* else only the sources, knowing their formats, can check it */
-            rc = chan_filter_check(o->filter, against);
+            rc = chan_filter_check(o->filter, against, o->projection);
     }
     if (rc < 0)
         return cx_err_wrap(rc, "channel %s: sink", ch->id);
@@ -355,6 +355,8 @@ int cx_embedded_chan_sink(struct cx_chan *ch, const struct cx_chan_sink_opts *o,
     k->ch = d->ch = ch;
     d->local = 1;
     d->sink = k;
+    d->proj = o->projection; /* a program's computed fields reach a local sink too */
+    d->proj_token = o->projection ? cx_format_token(o->projection) : 0;
     k->ldest = d;
     chan_route_off(ch); /* a local target now: the general path */
     d->next = ch->dests;

@@ -251,14 +251,19 @@ static int dest_wants(struct sub *u, struct chan_dest *d)
     struct chan_ref *r = sub_ref(u, 1);
     if (!r)
         return 1; /* cannot evaluate without memory: deliver rather than lose */
-    return chan_filter_run(d, u->s->fmt, r->wire, r->len) == 1;
+    return chan_filter_run(d, u->s->fmt, r->wire, r->len, u->s, u->seq) == 1;
 }
 
 static void deliver_local(struct sub *u, struct chan_dest *d)
 {
     const struct cx_format *want = d->sink->fmt;
     int wire = !want || want != u->s->fmt; /* typed, same format: the struct itself */
-    struct chan_ref *r = sub_ref(u, wire);
+    struct chan_ref *r = sub_ref(u, wire || d->proj_token), *pr;
+    if (r && d->proj_token && r->wire &&
+        (pr = chan_project_ref(d, u->s->token, u->seq, r->wire, r->len))) {
+        enqueue(d, pr); /* the fields a program computed */
+        return;
+    }
     if (r)
         enqueue(d, chan_ref_get(r));
 }

@@ -13,6 +13,7 @@
 #include "sidecar/sc_testutil.h" /* run_cli */
 #include "space/space_testutil.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <sys/wait.h>
@@ -149,6 +150,32 @@ CX_TEST(cli_tails_a_channel)
     for (const char *p = t.out; (p = strchr(p, '\n')); p++)
         lines++;
     CX_CHECK_EQ_INT(lines, 3);
+    /* --transform: the program runs at this process's source; the tail prints the fields
+     * it computes (doubles) for the events its condition keeps */
+    struct tail_run t2 = {0};
+    snprintf(t2.cmd, sizeof t2.cmd, "tail '%s' --count 3 --transform 'n %% 2 == 1; twice = n * 2; "
+             "root = sqrt(n)'", cx_chan_id(ch));
+    pthread_create(&th, NULL, tail_thread, &t2);
+    for (int i = 0; i < 400 && !__atomic_load_n(&t2.done, __ATOMIC_ACQUIRE); i++) {
+        cx_chan_submit(src, &n);
+        n++;
+        usleep(25000);
+    }
+    pthread_join(th, NULL);
+    CX_CHECK_EQ_INT(t2.status, 0);
+    lines = 0;
+    for (const char *p = t2.out; (p = strstr(p, "\"event\":{\"twice\":")); p++, lines++) {
+        double twice = -1, root = -1;
+        CX_CHECK_EQ_INT(sscanf(p, "\"event\":{\"twice\":%lf,\"root\":%lf", &twice, &root), 2);
+        CX_CHECK(fabs(twice - 2 * root * root) < 1e-6 && (long)twice % 4 == 2); /* odd n */
+    }
+    CX_CHECK_EQ_INT(lines, 3);
+    CX_CHECK(!strstr(t2.out, "\"n\":")); /* only the computed fields crossed */
+    CX_CHECK_EQ_INT(run_cli(t2.out, sizeof t2.out, "tail '%s' --transform 'n > 1'", cx_chan_id(ch)), 1);
+    CX_CHECK(strstr(t2.out, "computes no field"));
+    CX_CHECK_EQ_INT(run_cli(t2.out, sizeof t2.out, "tail '%s' --transform 'x = nope(1)'",
+                            cx_chan_id(ch)), 1);
+    CX_CHECK(strstr(t2.out, "col 5: unknown field 'nope'"));
     cx_chan_ctx_destroy(ctx);
 }
 

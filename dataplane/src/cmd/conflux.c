@@ -11,8 +11,11 @@
  *                                                  a pipe's segments from position N
  *   conflux [--space ADDR] lookup NAME [--udp]     one name-table lookup (and its time)
  *   conflux [--space ADDR] unlink NAME
- *   conflux tail CHANNEL_ID [--count N] [--filter EXPR]
- *                                                  a channel's events as JSON lines
+ *   conflux tail CHANNEL_ID [--count N] [--filter EXPR] [--transform PROGRAM]
+ *                                                  a channel's events as JSON lines; a
+ *                                                  transform runs at the sources and its
+ *                                                  computed fields (each a double) are
+ *                                                  what is printed
  *
  * ADDR defaults to $CONFLUX_SPACE, then tcp://127.0.0.1:7400. Segments and events of a
  * known format are printed as JSON through reflection (formats come from the space's
@@ -39,7 +42,7 @@ static const char usage[] =
     "usage: conflux [--space ADDR] ls | stat NAME | cat NAME [--from N] [--follow] [--json] |\n"
     "               lookup NAME [--udp] | unlink NAME | links NAME\n"
     "       conflux links --sidecar HOST:PORT\n"
-    "       conflux tail CHANNEL_ID [--count N] [--filter EXPR]\n"
+    "       conflux tail CHANNEL_ID [--count N] [--filter EXPR] [--transform PROGRAM]\n"
     "ADDR: the space server (default $CONFLUX_SPACE or tcp://127.0.0.1:7400)\n";
 
 static int fail(const char *what)
@@ -137,13 +140,88 @@ static void on_event(void *arg, const struct cx_chan_event *ev)
         g_stop = 1;
 }
 
-static int cmd_tail(const char *id, long count, const char *filter)
+/* The output format of a --transform program: a double for each field it computes
+ * ("name = ..." statements, in order), registered. NULL with cx_errmsg() on error. */
+static const struct cx_format *transform_format(const char *prog)
+{
+    static char names[32][64];
+    static struct cx_field fields[33];
+    size_t n = 0, depth = 0;
+    char quote = 0;
+    for (const char *p = prog, *stmt = prog;; p++) {
+        if (quote) {
+            if (*p == '\\' && p[1])
+                p++;
+            else if (*p == quote)
+                quote = 0;
+            if (*p)
+                continue;
+        }
+        if (*p == '"' || *p == '\'') {
+            quote = *p;
+            continue;
+        }
+        depth += *p == '(' || *p == '[';
+        depth -= depth && (*p == ')' || *p == ']');
+        if (*p && (*p != ';' || depth))
+            continue;
+        const char *q = stmt;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        size_t len = 0;
+        while (q[len] == '_' || (q[len] >= 'a' && q[len] <= 'z') || (q[len] >= 'A' && q[len] <= 'Z') ||
+               (len && q[len] >= '0' && q[len] <= '9'))
+            len++;
+        const char *e = q + len;
+        while (*e == ' ' || *e == '\t')
+            e++;
+        if (len && len < sizeof names[0] && e[0] == '=' && e[1] != '=') {
+            if (n == 32) {
+                cx_err_set(E2BIG, "--transform: more than 32 computed fields");
+                return NULL;
+            }
+            memcpy(names[n], q, len);
+            names[n][len] = '\0';
+            fields[n] = (struct cx_field){names[n], "double", 8, 8 * n, NULL};
+            n++;
+        }
+        if (!*p)
+            break;
+        stmt = p + 1;
+    }
+    if (!n) {
+        cx_err_set(EINVAL, "--transform computes no field (give 'name = expression; ...', or "
+                           "use --filter)");
+        return NULL;
+    }
+    memset(&fields[n], 0, sizeof fields[n]); /* the list's end */
+    struct cx_struct_decl d[2];
+    memset(d, 0, sizeof d);
+    d[0] = (struct cx_struct_decl){"transform", fields, 8 * n};
+    struct cx_format *f;
+    const struct cx_format *reg = NULL;
+    if (cx_format_create(d, NULL, &f) < 0 || cx_format_registry_insert(f, &reg) < 0)
+        return NULL;
+    return reg;
+}
+
+static int cmd_tail(const char *id, long count, const char *filter, const char *transform)
 {
     struct cx_chan_ctx *ctx;
     struct cx_chan *ch;
     struct cx_chan_sink *k;
     struct tail_state t = {.count = count};
     struct cx_chan_sink_opts so = {.filter = filter};
+    if (filter && transform) {
+        fprintf(stderr, "conflux: give --filter or --transform (a transform's conditions "
+                        "filter too)\n\n%s", usage);
+        return 2;
+    }
+    if (transform) {
+        so.filter = transform;
+        if (!(so.projection = transform_format(transform)))
+            return fail("--transform");
+    }
     if (cx_chan_ctx_create(NULL, &ctx) < 0)
         return fail("channel runtime");
     if (cx_chan_open(ctx, id, 10000, &ch) < 0 || cx_chan_sink(ch, &so, on_event, &t, &k) < 0) {
@@ -232,7 +310,7 @@ static int cmd_stat(struct cx_space_client *cl, const char *name, int links_only
 }
 
 struct cli {
-    const char *space, *filter, *sidecar;
+    const char *space, *filter, *transform, *sidecar;
     uint64_t from;
     long count;
     int follow, json, udp;
@@ -247,7 +325,7 @@ static int parse_opts(int argc, char **argv, const char *optstring, struct cli *
         {"follow", no_argument, 0, 'F'},      {"json", no_argument, 0, 'j'},
         {"udp", no_argument, 0, 'u'},         {"count", required_argument, 0, 'n'},
         {"filter", required_argument, 0, 'x'}, {"help", no_argument, 0, 'h'},
-        {"sidecar", required_argument, 0, 'S'},
+        {"sidecar", required_argument, 0, 'S'}, {"transform", required_argument, 0, 'T'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, optstring, opts, NULL)) != -1) {
@@ -266,6 +344,7 @@ static int parse_opts(int argc, char **argv, const char *optstring, struct cli *
         case 'u': o->udp = 1; break;
         case 'n': o->count = strtol(optarg, NULL, 10); break;
         case 'x': o->filter = optarg; break;
+        case 'T': o->transform = optarg; break;
         case 'S': o->sidecar = optarg; break;
         case 'h': fputs(usage, stdout); return 1;
         default: fputs(usage, stderr); return 2;
@@ -305,7 +384,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (strcmp(cmd, "tail") == 0)
-        return cmd_tail(arg, o.count, o.filter);
+        return cmd_tail(arg, o.count, o.filter, o.transform);
     if (strcmp(cmd, "lookup") == 0 && o.udp) {
         const char *hp = strstr(space, "://");
         struct cx_space_pipe_info info;

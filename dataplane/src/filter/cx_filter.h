@@ -9,44 +9,20 @@
  *     int keep = cx_filter_eval(flt, wire, wire_len);      // 1 pass, 0 drop, <0 bad event
  *     cx_filter_free(flt);
  *
- * THE LANGUAGE
- *   literals     42  0x2a  -7 (unary minus)  1.5  2e-3  .5  'c' (the byte value)
- *                true false (1 and 0)  "text" with escapes \" \\ \n \t \r \0 \xHH
- *   fields       a dotted path into the format: id, pos.x, pts[2].y, vals[i + 1]; an
- *                index is any integer expression; fixed multi-dimensional arrays are
- *                flattened (m[5] of a double[2][3]); no spaces inside a field name
- *   len(path)    element count of a fixed or variable array (its declared count for a fixed
- *                one, this event's count for a variable one); for a string field, its
- *                length up to the NUL (a NULL string has length 0)
- *   operators    by precedence, loosest first (all binary ones left-associative):
- *                ||   &&   == !=   < <= > >=   + -   * / %   unary - !   () [] .
+ * THE LANGUAGE is defined in one place, docs/filter-language.md: conditions over field
+ * paths (a.b, arr[i], len()), C's operators with exact int/uint comparison, string
+ * equality; programs of several statements ("cond; field = expr; ...") whose computed
+ * fields go into an output format; math (sqrt abs min max), conversions (int float),
+ * reductions over an array's elements (sum mean max min), seq(), share() (routing among
+ * the sinks with one program: cx_filter_run_member), and stateful calls (count
+ * every changed prev total wsum wmean wmax wmin) whose memory the caller keeps between
+ * events (cx_filter_state_size). A division by zero, an index past the end and the other
+ * documented cases drop the event. Every program is bounded per event: its worst case
+ * (instructions + elements reduced) must fit CX_FILTER_BUDGET, or it is refused.
  *
- * TYPES AND PROMOTION. Every value is an int (signed 64-bit), a uint (unsigned 64-bit), a
- * float (double) or a string.
- *   - int8..int64, enum, char (its byte, 0..255), bool (0 or 1, whatever its width) and
- *     uint8..uint32 fields are int; a 64-bit unsigned field is uint; float and double
- *     fields are float; string fields, and char arrays used without an index (up to their
- *     first NUL), are strings. An integer literal is int up to INT64_MAX, else uint.
- *   - Arithmetic: if either side is a float, both become double. Otherwise if either is a
- *     uint the operation is on uint, else on int; integer results wrap modulo 2^64 (no
- *     trap, no undefined behaviour: INT64_MIN / -1 is INT64_MIN). / truncates toward zero
- *     as in C; % is C's remainder (fmod for floats). Unary minus of a uint gives the int
- *     with the same bits, so -9223372036854775808 is INT64_MIN.
- *   - Comparisons: if either side is a float, both become double; otherwise an int and a
- *     uint compare by their mathematical values (-1 < 18446744073709551615 holds, unlike
- *     C). Strings compare with == and != only (byte equality), with string literals or
- *     other string fields; a NULL string equals "".
- *   - && || ! take any number (non-zero is true, as in C), give int 0 or 1, and && and ||
- *     short-circuit (so `len(vals) > 0 && vals[0] > 3` never reads past the array).
- *   - The filter passes the event when its value is non-zero; it must be a number.
- *   - Division or remainder by zero (integer or float) and an index past the end of an
- *     array (or negative) make the whole filter return 0 for that event: the event is
- *     dropped, nothing crashes, and no error is reported.
- *
- * LIMITS (a longer or deeper expression is rejected at compile time, -E2BIG): at most
- * CX_FILTER_MAX_EXPR bytes of text, CX_FILTER_MAX_DEPTH levels of nesting (parentheses,
- * unary operators, indices, len()), CX_FILTER_MAX_CODE instructions and
- * CX_FILTER_MAX_STACK values on the evaluation stack.
+ * LIMITS (past one, compile fails with -E2BIG): at most CX_FILTER_MAX_EXPR bytes of text,
+ * CX_FILTER_MAX_DEPTH levels of nesting, CX_FILTER_MAX_CODE instructions,
+ * CX_FILTER_MAX_STACK stack values, and the CX_FILTER_MAX_* counts below.
  *
  * Events from any architecture the format layer describes (big-endian, 32-bit) are read in
  * their own byte order and sizes, exactly as cx_reflect does; nothing is converted.
@@ -56,6 +32,7 @@
 
 #include "format/cx_format.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -66,6 +43,18 @@ extern "C" {
 #define CX_FILTER_MAX_DEPTH 64
 #define CX_FILTER_MAX_CODE 1024
 #define CX_FILTER_MAX_STACK 64
+#define CX_FILTER_MAX_STMT 64    /* statements of a program */
+#define CX_FILTER_MAX_OUT 64     /* computed output fields */
+#define CX_FILTER_MAX_STATE 64   /* stateful calls */
+#define CX_FILTER_BUDGET 65536   /* worst-case steps per event: instructions + elements reduced */
+#define CX_FILTER_VAR_ELEMS 4096 /* a variable array reduced: elements counted in the budget */
+
+/* A computed output value (cx_filter_run), typed by its output field. */
+union cx_filter_value {
+    int64_t i;
+    uint64_t u;
+    double d;
+};
 
 struct cx_filter;
 
@@ -86,6 +75,43 @@ int cx_filter_compile(const char *expr, const struct cx_format *fmt, struct cx_f
  * Returns 1 (pass), 0 (drop), or -EBADMSG with cx_errmsg() for an event that is malformed
  * or truncated for this format, -EINVAL for a NULL filter or event. */
 int cx_filter_eval(const struct cx_filter *f, const void *event, size_t len);
+
+/* Compiles a program (docs/filter-language.md) for input events of format `in`
+ * producing events of the native format `out` (NULL: a program with conditions and state
+ * but no computed fields). Errors as cx_filter_compile, plus -E2BIG for a program whose
+ * worst case costs more than CX_FILTER_BUDGET steps per event ("col 6: ... over the
+ * budget"). `in` and `out` must outlive the filter. */
+int cx_filter_compile_xform(const char *prog, const struct cx_format *in,
+                            const struct cx_format *out, struct cx_filter **f);
+
+/* Bytes of state a program keeps between events (0 when it has no stateful call), and
+ * their initial value: the caller owns the state, one per stream of events. */
+size_t cx_filter_state_size(const struct cx_filter *f);
+void cx_filter_state_init(const struct cx_filter *f, void *state);
+
+/* Number of computed output fields. */
+unsigned cx_filter_outputs(const struct cx_filter *f);
+
+/* Runs a program on one event (as cx_filter_eval) with its state (updated in place; may
+ * be NULL only for a stateless program), the source's event number `seq` (for seq()),
+ * and res[cx_filter_outputs(f)] receiving the computed fields (may be NULL when there are
+ * none). Returns 1 (pass: res is complete), 0 (drop), or -EBADMSG / -EINVAL. */
+int cx_filter_run(const struct cx_filter *f, void *state, const void *event, size_t len,
+                  uint64_t seq, union cx_filter_value *res);
+
+/* The same for a program that calls share(key): it runs for member `member` (0-based) of
+ * a stage of `members` sinks with this program, and share(key) holds only for the member
+ * key mod members (so each event goes to one member). cx_filter_run is member 0 of 1. */
+int cx_filter_run_member(const struct cx_filter *f, void *state, const void *event, size_t len,
+                         uint64_t seq, uint64_t member, uint64_t members,
+                         union cx_filter_value *res);
+
+/* Whether the program calls share(). */
+bool cx_filter_shares(const struct cx_filter *f);
+
+/* Writes res (from a run that returned 1) into `native`, an event of the output format in
+ * its native struct (the other fields untouched). Integers wrap to the field's width. */
+void cx_filter_store(const struct cx_filter *f, const union cx_filter_value *res, void *native);
 
 /* Frees a filter. NULL is allowed. */
 void cx_filter_free(struct cx_filter *f);

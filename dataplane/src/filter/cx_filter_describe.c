@@ -17,6 +17,9 @@ const char *cx__op_name(uint8_t op)
         [OP_MUL] = "mul", [OP_DIV] = "div", [OP_MOD] = "mod", [OP_LT] = "lt", [OP_LE] = "le",
         [OP_GT] = "gt", [OP_GE] = "ge", [OP_EQ] = "eq", [OP_NE] = "ne", [OP_SEQ] = "seq",
         [OP_SNE] = "sne", [OP_JZ] = "jz", [OP_JNZ] = "jnz", [OP_POP] = "pop",
+        [OP_FN] = "fn", [OP_MIN] = "min", [OP_MAX] = "max", [OP_SEQNO] = "seqno",
+        [OP_RED] = "reduce", [OP_REDA] = "reducea", [OP_STATE] = "state", [OP_WHEN] = "when",
+        [OP_OUT] = "out", [OP_SHARE] = "share",
     };
     return op < sizeof names / sizeof names[0] && names[op] ? names[op] : "?";
 }
@@ -54,6 +57,10 @@ long cx_filter_describe(const struct cx_filter *f, char *out, size_t cap)
         return 0;
     put(&o, "filter \"%s\" on '%s': %u instructions, stack %u%s\n", f->expr,
         f->fmt->structs[0].name, f->ncode, f->max_stack, f->swap ? ", byte-swapped" : "");
+    if (f->program)
+        put(&o, "program -> '%s': %u outputs, %u states, worst case %llu steps\n",
+            f->out_fmt ? f->out_fmt->structs[0].name : "-", f->nout, f->nstate,
+            (unsigned long long)f->cost);
     for (uint32_t pc = 0; pc < f->ncode; pc++) {
         const struct cx__insn *in = &f->code[pc];
         put(&o, "%4u %-7s", pc, cx__op_name(in->op));
@@ -77,6 +84,33 @@ long cx_filter_describe(const struct cx_filter *f, char *out, size_t cap)
             put(&o, " slot %u (%s)", in->a, f->fmt->slots[in->a].path);
             break;
         case OP_JZ: case OP_JNZ: put(&o, " -> %u", in->a); break;
+        case OP_FN: {
+            static const char *const fn[] = {"sqrt", "abs", "int", "float"};
+            put(&o, " %s", in->mode < 4 ? fn[in->mode] : "?");
+            break;
+        }
+        case OP_RED: case OP_REDA: {
+            static const char *const red[] = {"sum", "mean", "max", "min"};
+            put(&o, " %s kind %u size %u ", in->mode < 4 ? red[in->mode] : "?", in->kind,
+                in->size);
+            if (in->k.u & 1)
+                put(&o, "slot %u (%s)", in->a, f->fmt->slots[in->a].path);
+            else
+                put(&o, "[%u] +%" PRIu64, in->a, in->b);
+            break;
+        }
+        case OP_STATE: {
+            static const char *const sf[] = {"count", "every", "changed", "prev", "total",
+                                             "wsum", "wmean", "wmax", "wmin"};
+            put(&o, " %s #%u", in->mode < 9 ? sf[in->mode] : "?", in->a);
+            if (in->k.i)
+                put(&o, " n %" PRId64, in->k.i);
+            break;
+        }
+        case OP_OUT: put(&o, " #%u +%u", in->a, f->out[in->a].off); break;
+        case OP_MIN: case OP_MAX: case OP_WHEN:
+            put(&o, " %s", mode_name(OP_ADD, in->mode));
+            break;
         case OP_NEG: case OP_NOT: case OP_TRUTH: case OP_ADD: case OP_SUB: case OP_MUL:
         case OP_DIV: case OP_MOD: case OP_LT: case OP_LE: case OP_GT: case OP_GE: case OP_EQ:
         case OP_NE:

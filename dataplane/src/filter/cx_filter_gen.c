@@ -12,6 +12,7 @@ struct gen {
     struct cx__insn *code;
     uint32_t n;
     int depth, max_depth;
+    uint64_t reduced; /* worst-case elements reduced per event */
 };
 
 /* Stack effect of each op. */
@@ -23,14 +24,18 @@ static int effect(uint8_t op)
         return 1;
     case OP_IDX: case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_MOD:
     case OP_LT: case OP_LE: case OP_GT: case OP_GE: case OP_EQ: case OP_NE:
-    case OP_SEQ: case OP_SNE: case OP_POP:
+    case OP_SEQ: case OP_SNE: case OP_POP: case OP_MIN: case OP_MAX: case OP_WHEN:
+    case OP_OUT:
         return -1;
+    case OP_SEQNO: case OP_RED:
+        return 1;
     default:
         return 0;
     }
 }
 
-static int emit(struct gen *g, uint8_t op, uint8_t mode, uint32_t col, struct cx__insn **out)
+static int emit_n(struct gen *g, uint8_t op, uint8_t mode, uint32_t col, int delta,
+                  struct cx__insn **out)
 {
     if (g->n >= CX_FILTER_MAX_CODE)
         return cx__syntax(E2BIG, col, "filter needs more than %d instructions",
@@ -39,7 +44,7 @@ static int emit(struct gen *g, uint8_t op, uint8_t mode, uint32_t col, struct cx
     memset(i, 0, sizeof *i);
     i->op = op;
     i->mode = mode;
-    g->depth += effect(op);
+    g->depth += delta;
     if (g->depth > g->max_depth)
         g->max_depth = g->depth;
     if (g->max_depth > CX_FILTER_MAX_STACK)
@@ -50,7 +55,15 @@ static int emit(struct gen *g, uint8_t op, uint8_t mode, uint32_t col, struct cx
     return 0;
 }
 
+static int emit(struct gen *g, uint8_t op, uint8_t mode, uint32_t col, struct cx__insn **out)
+{
+    return emit_n(g, op, mode, col, effect(op), out);
+}
+
 static int gen_node(struct gen *g, int ni);
+static int gen_call(struct gen *g, const struct cx__node *n);
+static int gen_reduce(struct gen *g, const struct cx__node *n, const struct cx__access *a);
+static int gen_state(struct gen *g, const struct cx__node *n);
 
 /* Converts the value on top from type `from` to float when `to` is float. */
 static int convert(struct gen *g, uint8_t from, uint8_t to, uint32_t col)
@@ -155,6 +168,88 @@ static int gen_logic(struct gen *g, const struct cx__node *n)
     return 0;
 }
 
+/* Generates node ni and converts its value to type `to` (float, or nothing to do). */
+static int gen_as(struct gen *g, int ni, uint8_t to)
+{
+    int rc = gen_node(g, ni);
+    return rc < 0 ? rc : convert(g, g->c->nodes[ni].type, to, g->c->nodes[ni].col);
+}
+
+static int gen_call(struct gen *g, const struct cx__node *n)
+{
+    struct cx__insn *in;
+    uint8_t lt = n->l >= 0 ? g->c->nodes[n->l].type : TY_INT;
+    int rc;
+    switch (n->op) {
+    case F_SEQ:
+        return emit(g, OP_SEQNO, 0, n->col, NULL);
+    case F_SHARE:
+        if ((rc = gen_node(g, n->l)) < 0)
+            return rc;
+        return emit(g, OP_SHARE, lt, n->col, NULL);
+    case F_MIN:
+    case F_MAX:
+        if ((rc = gen_as(g, n->l, n->type)) < 0 || (rc = gen_as(g, n->r, n->type)) < 0)
+            return rc;
+        return emit(g, n->op == F_MIN ? OP_MIN : OP_MAX, n->type, n->col, NULL);
+    case F_SQRT:
+    case F_FLOAT:
+        if ((rc = gen_as(g, n->l, TY_FLT)) < 0)
+            return rc;
+        return n->op == F_FLOAT ? 0 : emit(g, OP_FN, F_SQRT, n->col, NULL);
+    default: /* F_INT, F_ABS */
+        if ((rc = gen_node(g, n->l)) < 0)
+            return rc;
+        if ((n->op == F_INT && lt != TY_FLT) || (n->op == F_ABS && lt == TY_UINT))
+            return 0; /* int(integer): the same bits; abs(uint): itself */
+        if ((rc = emit(g, OP_FN, n->op, n->col, &in)) < 0)
+            return rc;
+        in->kind = lt;
+        return 0;
+    }
+}
+
+/* The per-event budget: instructions plus every element a reduction may visit. */
+static int over_budget(uint64_t cost, uint32_t col)
+{
+    return cx__syntax(E2BIG, col, "transform may take %llu steps per event, over the budget "
+                      "of %d (reductions count every element; a variable array as %d)",
+                      (unsigned long long)cost, CX_FILTER_BUDGET, CX_FILTER_VAR_ELEMS);
+}
+
+static int gen_reduce(struct gen *g, const struct cx__node *n, const struct cx__access *a)
+{
+    struct cx__insn *in;
+    int rc, dyn = 0;
+    bool var = n->slot != UINT32_MAX;
+    g->reduced += var ? CX_FILTER_VAR_ELEMS : n->k.u;
+    if (g->reduced + g->n > CX_FILTER_BUDGET)
+        return over_budget(g->reduced + g->n, n->col);
+    if (!var && (dyn = gen_access(g, a, n->col)) < 0)
+        return dyn;
+    if ((rc = emit(g, dyn ? OP_REDA : OP_RED, n->op, n->col, &in)) < 0)
+        return rc;
+    in->kind = a->kind;
+    in->size = a->size;
+    in->a = var ? n->slot : (uint32_t)n->k.u;
+    in->b = a->off;
+    in->k.u = (var ? 1u : 0u) | ((uint64_t)n->type << 8);
+    return 0;
+}
+
+static int gen_state(struct gen *g, const struct cx__node *n)
+{
+    struct cx__insn *in = NULL;
+    int rc = 0, nargs = (n->l >= 0) + (n->r >= 0);
+    if ((n->l >= 0 && (rc = gen_as(g, n->l, TY_FLT)) < 0) ||
+        (n->r >= 0 && (rc = gen_as(g, n->r, TY_FLT)) < 0) ||
+        (rc = emit_n(g, OP_STATE, n->op, n->col, 1 - nargs, &in)) < 0)
+        return rc;
+    in->a = n->slot;
+    in->k.i = n->k.i;
+    return 0;
+}
+
 static int gen_node(struct gen *g, int ni)
 {
     const struct cx__node *n = &g->c->nodes[ni];
@@ -205,32 +300,73 @@ static int gen_node(struct gen *g, int ni)
         return emit(g, n->op == TK_NOT ? OP_NOT : OP_NEG, g->c->nodes[n->l].type, n->col, NULL);
     case N_BINARY:
         return gen_binary(g, n);
+    case N_CALL:
+        return gen_call(g, n);
+    case N_REDUCE:
+        return gen_reduce(g, n, a);
+    case N_STATE:
+        return gen_state(g, n);
     default:
         return gen_logic(g, n);
     }
 }
 
-int cx__gen(struct cx__compiler *c, int root, struct cx_filter *f)
+/* A program: each statement in order (so every stateful call sees every event), each
+ * condition folded into the verdict by OP_WHEN, each value stored by OP_OUT. A single
+ * condition is the plain filter of old: its truth is the verdict. */
+static int gen_stmts(struct gen *g, struct cx_filter *f)
+{
+    struct cx__compiler *c = g->c;
+    struct cx__insn *in;
+    int rc;
+    f->program = !(c->nstmt == 1 && c->stmt[0].out < 0);
+    for (uint32_t i = 0; i < c->nstmt; i++) {
+        int ni = c->stmt[i].node, out = c->stmt[i].out;
+        uint8_t t = c->nodes[ni].type;
+        uint32_t col = c->nodes[ni].col;
+        if (!f->program)
+            return (rc = gen_node(g, ni)) < 0 ? rc : emit(g, OP_TRUTH, t, 1, NULL);
+        if (out < 0) {
+            if ((rc = gen_node(g, ni)) < 0 || (rc = emit(g, OP_WHEN, t, col, NULL)) < 0)
+                return rc;
+            continue;
+        }
+        if ((rc = gen_as(g, ni, c->out[out].type)) < 0 ||
+            (rc = emit(g, OP_OUT, 0, col, &in)) < 0)
+            return rc;
+        in->a = (uint32_t)out;
+    }
+    return 0;
+}
+
+int cx__gen(struct cx__compiler *c, struct cx_filter *f)
 {
     struct gen g = {.c = c};
     g.code = calloc(CX_FILTER_MAX_CODE, sizeof *g.code);
     if (!g.code)
         return cx_err_set(ENOMEM, "filter program");
+    struct cx__insn *end;
     int rc;
-    if ((rc = gen_node(&g, root)) < 0 ||
-        (rc = emit(&g, OP_TRUTH, c->nodes[root].type, 1, NULL)) < 0 ||
-        (rc = emit(&g, OP_END, 0, 1, NULL)) < 0) {
+    if ((rc = gen_stmts(&g, f)) < 0 || (rc = emit(&g, OP_END, 0, 1, &end)) < 0 ||
+        (g.reduced + g.n > CX_FILTER_BUDGET && (rc = over_budget(g.reduced + g.n, 1)) < 0)) {
         free(g.code);
         return rc;
     }
+    end->mode = f->program;
     struct cx__insn *shrunk = realloc(g.code, g.n * sizeof *g.code);
     f->code = shrunk ? shrunk : g.code;
     f->ncode = g.n;
     f->max_stack = (uint32_t)g.max_depth;
+    f->cost = g.reduced + g.n;
+    f->nout = c->nout;
+    f->nstate = c->nstate;
+    f->shares = c->shares;
+    memcpy(f->out, c->out, sizeof c->out);
     return 0;
 }
 
-int cx_filter_compile(const char *expr, const struct cx_format *fmt, struct cx_filter **out)
+static int compile(const char *expr, const struct cx_format *fmt, const struct cx_format *ofmt,
+                   struct cx_filter **out)
 {
     if (!out)
         return cx_err_set(EINVAL, "filter: no output pointer");
@@ -241,28 +377,56 @@ int cx_filter_compile(const char *expr, const struct cx_format *fmt, struct cx_f
     if (len > CX_FILTER_MAX_EXPR)
         return cx_err_set(E2BIG, "col %d: filter longer than %d bytes", CX_FILTER_MAX_EXPR + 1,
                           CX_FILTER_MAX_EXPR);
-    struct cx__compiler c = {.src = expr, .src_len = len, .fmt = fmt};
+    struct cx__compiler *c = calloc(1, sizeof *c);
     struct cx_filter *f = calloc(1, sizeof *f);
-    int rc = f ? 0 : cx_err_set(ENOMEM, "filter");
-    int root = rc < 0 ? rc : cx__parse(&c);
-    if (root < 0)
-        rc = root;
+    int rc = f && c ? 0 : cx_err_set(ENOMEM, "filter");
+    if (rc == 0) {
+        c->src = expr;
+        c->src_len = len;
+        c->fmt = fmt;
+        c->out_fmt = ofmt;
+        rc = cx__parse(c);
+    }
     if (rc == 0)
-        rc = cx__gen(&c, root, f);
+        rc = cx__gen(c, f);
     if (rc == 0 && !(f->expr = strdup(expr)))
         rc = cx_err_set(ENOMEM, "filter text");
-    free(c.nodes);
-    free(c.accs);
+    char *pool = c ? c->pool : NULL;
+    if (c) {
+        free(c->nodes);
+        free(c->accs);
+        free(c);
+    }
     if (rc < 0) {
-        free(c.pool);
+        free(pool);
         cx_filter_free(f);
         return rc;
     }
     f->fmt = fmt;
+    f->out_fmt = ofmt;
     f->swap = fmt->arch.big_endian != CX__HOST_BE;
-    f->pool = c.pool;
+    f->pool = pool;
     *out = f;
     return 0;
+}
+
+int cx_filter_compile(const char *expr, const struct cx_format *fmt, struct cx_filter **out)
+{
+    return compile(expr, fmt, NULL, out);
+}
+
+int cx_filter_compile_xform(const char *prog, const struct cx_format *in,
+                            const struct cx_format *out, struct cx_filter **f)
+{
+    struct cx_arch na;
+    cx_arch_native(&na);
+    if (out && memcmp(&out->arch, &na, sizeof na) != 0) {
+        if (f)
+            *f = NULL;
+        return cx_err_set(EINVAL, "transform: output format '%s' is not native",
+                          cx_format_name(out));
+    }
+    return compile(prog, in, out, f);
 }
 
 void cx_filter_free(struct cx_filter *f)

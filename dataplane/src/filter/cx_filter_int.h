@@ -21,6 +21,7 @@ enum cx__tok {
     TK_LPAREN, TK_RPAREN, TK_LBRACK, TK_RBRACK, TK_DOT,
     TK_PLUS, TK_MINUS, TK_STAR, TK_SLASH, TK_PCT, TK_NOT,
     TK_AND, TK_OR, TK_EQ, TK_NE, TK_LT, TK_LE, TK_GT, TK_GE,
+    TK_ASSIGN, TK_SEMI, TK_COMMA,
 };
 
 struct cx__token {
@@ -49,6 +50,22 @@ enum cx__nkind {
     N_UNARY,    /* op (TK_MINUS, TK_NOT) l */
     N_BINARY,   /* l op r */
     N_AND, N_OR,
+    N_CALL,     /* built-in function op (enum cx__fn) of l (and r) */
+    N_REDUCE,   /* op (enum cx__red) over a whole array: acc (fixed, k.u elements) or slot */
+    N_STATE,    /* stateful function op (enum cx__sfn) of l (and r), state slot, k.i = N */
+};
+
+/* Built-in functions (N_CALL, OP_FN / OP_MIN / OP_MAX / OP_SEQNO). */
+enum cx__fn { F_SQRT, F_ABS, F_INT, F_FLOAT, F_MIN, F_MAX, F_SEQ, F_SHARE };
+/* Reductions over an array's elements (N_REDUCE, OP_RED / OP_REDA). */
+enum cx__red { R_SUM, R_MEAN, R_MAX, R_MIN };
+/* Stateful functions (N_STATE, OP_STATE); each owns one struct cx__state. */
+enum cx__sfn { S_COUNT, S_EVERY, S_CHANGED, S_PREV, S_TOTAL, S_WSUM, S_WMEAN, S_WMAX, S_WMIN };
+
+/* One stateful call's memory between events (cx_filter_state_size bytes in all). */
+struct cx__state {
+    double a;  /* reference (changed), last value (prev), running sum or extreme */
+    int64_t n; /* events counted (count, every, window fill), or "a is set" */
 };
 
 #define CX__MAX_IDX (CX_FORMAT_MAX_DEPTH + 2)
@@ -101,6 +118,18 @@ enum cx__op {
     OP_SEQ, OP_SNE,
     OP_JZ, OP_JNZ, /* top (an int 0/1) zero / non-zero: jump to a, keeping it */
     OP_POP,
+    /* transforms (cx_filter_compile_xform) */
+    OP_FN,       /* mode enum cx__fn (F_SQRT, F_ABS, F_INT, F_FLOAT), kind: operand type */
+    OP_MIN, OP_MAX, /* mode: INT, UINT or FLT (operands converted) */
+    OP_SEQNO,    /* push the source's event number */
+    OP_RED,      /* mode enum cx__red, kind/size element; k.u bit 0: variable array in slot
+                  * a, else fixed array of a elements at event + b; push the result
+                  * (k.u bits 8..15: its enum cx__type) */
+    OP_REDA,     /* the same for a fixed array at event + popped addr + b */
+    OP_STATE,    /* mode enum cx__sfn, a: state slot, k.i: N; pops its float arguments */
+    OP_WHEN,     /* pop a condition (mode: its type); the event passes only if all hold */
+    OP_OUT,      /* pop the value of output a */
+    OP_SHARE,    /* pop a key (mode INT or UINT); push key mod members == member */
 };
 
 /* Comparison modes: both of one type, or an int against a uint (exact comparison). */
@@ -113,8 +142,21 @@ struct cx__insn {
     union cx__num k;
 };
 
+/* An output field of a transform: where it lies in the output format's native struct. */
+struct cx__out {
+    uint32_t off;
+    uint8_t kind, size, type; /* the field's cx_kind, byte size, and enum cx__type */
+};
+
 struct cx_filter {
     const struct cx_format *fmt;
+    const struct cx_format *out_fmt; /* transforms: the output format, else NULL */
+    bool program;          /* several statements: OP_END returns the OP_WHEN verdict */
+    bool shares;           /* calls share(): its verdict depends on the member's rank */
+    uint32_t nout, nstate;
+    uint64_t cost;         /* worst-case steps per event (instructions + elements reduced) */
+    struct cx__out out[CX_FILTER_MAX_OUT];
+    uint8_t out_type[CX_FILTER_MAX_OUT];
     bool swap;             /* the sender's byte order differs from ours */
     uint32_t ncode;
     uint32_t max_stack;
@@ -139,6 +181,13 @@ struct cx__compiler {
     uint32_t naccs, cap_accs;
     char *pool;
     uint32_t pool_len, pool_cap;
+    const struct cx_format *out_fmt; /* transforms: the output format */
+    uint32_t nstate;                 /* stateful calls so far */
+    bool shares;                     /* share() was called */
+    uint32_t nstmt;
+    struct { int32_t node; int32_t out; } stmt[CX_FILTER_MAX_STMT]; /* out -1: a condition */
+    struct cx__out out[CX_FILTER_MAX_OUT];
+    uint32_t nout;
 };
 
 /* Reads the next token into c->tok. Returns 0 or -EINVAL/-ENOMEM with "col N: ...". */
@@ -154,7 +203,7 @@ long cx__pool_add(struct cx__compiler *c, const char *s, size_t n);
 int cx__node_new(struct cx__compiler *c, uint8_t kind, uint32_t col);
 int cx__acc_new(struct cx__compiler *c);
 
-/* Parses the whole expression; returns the root node index or a negative errno. */
+/* Parses the whole program into c->stmt (one entry per statement). 0 or a negative errno. */
 int cx__parse(struct cx__compiler *c);
 
 /* Parses one expression at the current token (used by the path resolver for indices). */
@@ -165,13 +214,29 @@ int cx__parse_primary(struct cx__compiler *c);
 
 /* Parses a field path starting at the current identifier token and turns it into a node:
  * a value (as_len false) or the argument of len() (as_len true). */
-int cx__parse_path(struct cx__compiler *c, bool as_len);
+enum { PATH_VALUE, PATH_LEN, PATH_ARRAY };
+int cx__parse_path(struct cx__compiler *c, int mode);
+
+/* Parses a call of a built-in function (sqrt, abs, min, max, int, float, sum, mean, seq,
+ * and the stateful ones) at the current identifier; returns its node, or -ENOENT (no error
+ * set) when the identifier is not a function name followed by '('. cx_filter_call.c. */
+int cx__parse_call(struct cx__compiler *c);
+
+/* Whether the next non-blank byte after the current token is `ch` (and, when not 0, the
+ * one after it is not `not_next`). */
+bool cx__next_is(const struct cx__compiler *c, char ch, char not_next);
+
+/* Whether the current token is the identifier `word`. */
+bool cx__ident_is(const struct cx__compiler *c, const char *word);
+
+/* Enters one nesting level (-E2BIG past CX_FILTER_MAX_DEPTH). */
+int cx__enter(struct cx__compiler *c);
 
 /* Sets "col N: <message>" and returns -err. */
 int cx__syntax(int err, uint32_t col, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Emits the program for the tree at `root` into f. */
-int cx__gen(struct cx__compiler *c, int root, struct cx_filter *f);
+/* Emits the program for c->stmt into f. */
+int cx__gen(struct cx__compiler *c, struct cx_filter *f);
 
 /* Name of an op (for the listing). */
 const char *cx__op_name(uint8_t op);

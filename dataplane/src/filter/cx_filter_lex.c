@@ -236,10 +236,9 @@ static int lex_op(struct cx__compiler *c, size_t i)
     case '!': if (b == '=') { t = TK_NE; n = 2; } else t = TK_NOT; break;
     case '<': if (b == '=') { t = TK_LE; n = 2; } else t = TK_LT; break;
     case '>': if (b == '=') { t = TK_GE; n = 2; } else t = TK_GT; break;
-    case '=':
-        if (b != '=')
-            return cx__syntax(EINVAL, (uint32_t)i + 1, "'=' is not an operator (use '==')");
-        t = TK_EQ; n = 2; break;
+    case '=': if (b == '=') { t = TK_EQ; n = 2; } else t = TK_ASSIGN; break;
+    case ';': t = TK_SEMI; break;
+    case ',': t = TK_COMMA; break;
     case '&':
         if (b != '&')
             return cx__syntax(EINVAL, (uint32_t)i + 1, "'&' is not an operator (use '&&')");

@@ -52,7 +52,7 @@ static const char *op_text(enum cx__tok t)
     }
 }
 
-static int enter(struct cx__compiler *c)
+int cx__enter(struct cx__compiler *c)
 {
     if (++c->depth > CX_FILTER_MAX_DEPTH)
         return cx__syntax(E2BIG, c->tok.col, "filter nested deeper than %d levels",
@@ -173,7 +173,7 @@ static int parse_unary(struct cx__compiler *c)
     enum cx__tok op = c->tok.t;
     uint32_t col = c->tok.col;
     int rc;
-    if ((rc = enter(c)) < 0 || (rc = cx__lex_next(c)) < 0)
+    if ((rc = cx__enter(c)) < 0 || (rc = cx__lex_next(c)) < 0)
         return rc;
     int l = parse_unary(c);
     if (l < 0)
@@ -182,34 +182,34 @@ static int parse_unary(struct cx__compiler *c)
     return make_unary(c, op, col, l);
 }
 
-static bool ident_is(const struct cx__compiler *c, const char *word)
+bool cx__ident_is(const struct cx__compiler *c, const char *word)
 {
     size_t n = strlen(word);
     return c->tok.t == TK_IDENT && c->tok.len == n && !memcmp(c->tok.text, word, n);
 }
 
-/* Whether the next non-blank byte of the text is '(' (len(...) versus a field "len"). */
-static bool call_follows(const struct cx__compiler *c)
+bool cx__next_is(const struct cx__compiler *c, char ch, char not_next)
 {
     size_t i = c->pos;
     while (i < c->src_len && (c->src[i] == ' ' || c->src[i] == '\t' || c->src[i] == '\n' ||
                               c->src[i] == '\r'))
         i++;
-    return i < c->src_len && c->src[i] == '(';
+    return i < c->src_len && c->src[i] == ch &&
+           (!not_next || i + 1 >= c->src_len || c->src[i + 1] != not_next);
 }
 
 static int parse_len(struct cx__compiler *c)
 {
     uint32_t col = c->tok.col;
     int rc;
-    if ((rc = enter(c)) < 0 || (rc = cx__lex_next(c)) < 0 || (rc = cx__lex_next(c)) < 0)
+    if ((rc = cx__enter(c)) < 0 || (rc = cx__lex_next(c)) < 0 || (rc = cx__lex_next(c)) < 0)
         return rc; /* past "len" and "(" */
     if (c->tok.t != TK_IDENT) {
         char show[40];
         return cx__syntax(EINVAL, c->tok.col, "len() takes a field, found %s",
                           cx__tok_show(c, show, sizeof show));
     }
-    int n = cx__parse_path(c, true);
+    int n = cx__parse_path(c, PATH_LEN);
     if (n < 0)
         return n;
     if (c->tok.t != TK_RPAREN) {
@@ -248,7 +248,7 @@ int cx__parse_primary(struct cx__compiler *c)
         c->nodes[n].str_len = t.str_len;
         return (rc = cx__lex_next(c)) < 0 ? rc : n;
     case TK_LPAREN:
-        if ((rc = enter(c)) < 0 || (rc = cx__lex_next(c)) < 0)
+        if ((rc = cx__enter(c)) < 0 || (rc = cx__lex_next(c)) < 0)
             return rc;
         if ((n = cx__parse_expr(c)) < 0)
             return n;
@@ -260,22 +260,97 @@ int cx__parse_primary(struct cx__compiler *c)
         c->depth--;
         return (rc = cx__lex_next(c)) < 0 ? rc : n;
     case TK_IDENT:
-        if (ident_is(c, "true") || ident_is(c, "false")) {
+        if (cx__ident_is(c, "true") || cx__ident_is(c, "false")) {
             if ((n = cx__node_new(c, N_NUM, t.col)) < 0)
                 return n;
             c->nodes[n].type = TY_INT;
-            c->nodes[n].k.i = ident_is(c, "true");
+            c->nodes[n].k.i = cx__ident_is(c, "true");
             return (rc = cx__lex_next(c)) < 0 ? rc : n;
         }
-        if (ident_is(c, "len") && call_follows(c))
+        if (cx__ident_is(c, "len") && cx__next_is(c, '(', 0))
             return parse_len(c);
-        return cx__parse_path(c, false);
+        if ((n = cx__parse_call(c)) != -ENOENT)
+            return n;
+        return cx__parse_path(c, PATH_VALUE);
     default: {
         char show[40];
         return cx__syntax(EINVAL, t.col, "expected a number, a string, a field or '(', found %s",
                           cx__tok_show(c, show, sizeof show));
     }
     }
+}
+
+static int missing_op(struct cx__compiler *c)
+{
+    char show[40];
+    if (c->tok.t == TK_ASSIGN)
+        return cx__syntax(EINVAL, c->tok.col, "'=' is not an operator (use '==')");
+    return cx__syntax(EINVAL, c->tok.col, "unexpected %s after a complete expression "
+                      "(missing operator?)", cx__tok_show(c, show, sizeof show));
+}
+
+/* The output field `name` of the transform: a top-level number field of c->out_fmt. */
+static int out_field(struct cx__compiler *c, const struct cx__token *name)
+{
+    const struct cx__struct *s = &c->out_fmt->structs[0];
+    const struct cx__field *fd = NULL;
+    for (uint32_t i = 0; i < s->nfields && !fd; i++)
+        if (strlen(s->fields[i].name) == name->len &&
+            !memcmp(s->fields[i].name, name->text, name->len))
+            fd = &s->fields[i];
+    if (!fd)
+        return cx__syntax(EINVAL, name->col, "unknown output field '%.*s' (not in format '%s')",
+                          (int)(name->len > 64 ? 64 : name->len), name->text, s->name);
+    if (fd->shape != CX_SHAPE_ONE || fd->kind == CX_K_STRUCT || fd->kind == CX_K_STRING)
+        return cx__syntax(EINVAL, name->col, "output field '%s' is not a number: only number "
+                          "fields are computed (the others are copied by name)", fd->name);
+    for (uint32_t i = 0; i < c->nout; i++)
+        if (c->out[i].off == fd->offset)
+            return cx__syntax(EINVAL, name->col, "output field '%s' is assigned twice",
+                              fd->name);
+    if (c->nout >= CX_FILTER_MAX_OUT)
+        return cx__syntax(E2BIG, name->col, "more than %d output fields", CX_FILTER_MAX_OUT);
+    struct cx__out *o = &c->out[c->nout];
+    o->off = fd->offset;
+    o->kind = fd->kind;
+    o->size = (uint8_t)fd->esize;
+    o->type = fd->kind == CX_K_FLOAT ? TY_FLT
+              : (fd->kind == CX_K_UINT && fd->esize == 8) ? TY_UINT : TY_INT;
+    return (int)c->nout++;
+}
+
+/* One statement: `field = expr` or a condition. */
+static int parse_stmt(struct cx__compiler *c)
+{
+    int rc, out = -1;
+    if (c->nstmt >= CX_FILTER_MAX_STMT)
+        return cx__syntax(E2BIG, c->tok.col, "more than %d statements", CX_FILTER_MAX_STMT);
+    if (c->tok.t == TK_IDENT && cx__next_is(c, '=', '=')) {
+        struct cx__token name = c->tok;
+        if ((rc = cx__lex_next(c)) < 0)
+            return rc;
+        if (!c->out_fmt)
+            return cx__syntax(EINVAL, c->tok.col, "'=' is not an operator (use '==')");
+        if ((out = out_field(c, &name)) < 0 || (rc = cx__lex_next(c)) < 0)
+            return out < 0 ? out : rc;
+    }
+    uint32_t col = c->tok.col;
+    int n = cx__parse_expr(c);
+    if (n < 0)
+        return n;
+    uint8_t t = c->nodes[n].type;
+    if (out >= 0 && t == TY_STR)
+        return cx__syntax(EINVAL, col, "cannot assign a string to a number field");
+    if (out >= 0 && c->out[out].type != TY_FLT && t == TY_FLT)
+        return cx__syntax(EINVAL, col, "the output field is an integer and this value is a "
+                          "float: convert it with int(...)");
+    if (out < 0 && t == TY_STR)
+        return cx__syntax(EINVAL, c->nodes[n].col,
+                          "a filter must give a number (e.g. a comparison), not a string");
+    c->stmt[c->nstmt].node = n;
+    c->stmt[c->nstmt].out = out;
+    c->nstmt++;
+    return 0;
 }
 
 int cx__parse(struct cx__compiler *c)
@@ -285,16 +360,16 @@ int cx__parse(struct cx__compiler *c)
         return rc;
     if (c->tok.t == TK_END)
         return cx__syntax(EINVAL, c->tok.col, "empty filter");
-    int root = cx__parse_expr(c);
-    if (root < 0)
-        return root;
-    if (c->tok.t != TK_END) {
-        char show[40];
-        return cx__syntax(EINVAL, c->tok.col, "unexpected %s after a complete expression "
-                          "(missing operator?)", cx__tok_show(c, show, sizeof show));
+    for (;;) {
+        if ((rc = parse_stmt(c)) < 0)
+            return rc;
+        if (c->tok.t == TK_END)
+            return 0;
+        if (c->tok.t != TK_SEMI)
+            return missing_op(c);
+        if ((rc = cx__lex_next(c)) < 0)
+            return rc;
+        if (c->tok.t == TK_END)
+            return 0;
     }
-    if (c->nodes[root].type == TY_STR)
-        return cx__syntax(EINVAL, c->nodes[root].col,
-                          "a filter must give a number (e.g. a comparison), not a string");
-    return root;
 }

@@ -120,7 +120,7 @@ static int parse_index(struct cx__compiler *c, int ai, const struct cx__field *f
     return 0;
 }
 
-int cx__parse_path(struct cx__compiler *c, bool as_len)
+int cx__parse_path(struct cx__compiler *c, int mode)
 {
     const struct cx_format *f = c->fmt;
     const uint64_t side = CX__SIDE_HDR + (uint64_t)CX__SIDE_SLOT * f->nslots;
@@ -178,7 +178,26 @@ int cx__parse_path(struct cx__compiler *c, bool as_len)
 
     bool whole_array = fd->shape != CX_SHAPE_ONE && !indexed;
     int n;
-    if (as_len) {
+    if (mode == PATH_ARRAY) { /* the argument of a reduction: a whole array of numbers */
+        if (!whole_array || fd->kind == CX_K_STRUCT || fd->kind == CX_K_STRING)
+            return cx__syntax(EINVAL, col, "'%s' is not an array of numbers (a reduction "
+                              "needs one, e.g. sum(vals))", fd->name);
+        if ((n = cx__node_new(c, N_REDUCE, col)) < 0)
+            return n;
+        c->accs[ai].kind = fd->kind;
+        c->accs[ai].size = (uint8_t)fd->esize;
+        c->nodes[n].acc = ai;
+        c->nodes[n].type = value_type(fd);
+        if (fd->shape == CX_SHAPE_VAR) {
+            c->nodes[n].slot = (uint32_t)slot;
+            c->nodes[n].k.u = 0; /* variable: counted as CX_FILTER_VAR_ELEMS */
+        } else {
+            c->nodes[n].slot = UINT32_MAX;
+            c->nodes[n].k.u = fd->count;
+        }
+        return n;
+    }
+    if (mode == PATH_LEN) {
         if (whole_array && fd->shape == CX_SHAPE_FIXED) {
             if ((n = cx__node_new(c, N_NUM, col)) < 0)
                 return n;

@@ -1,6 +1,8 @@
-/* libFuzzer target: random filter expressions compiled against fixed formats and evaluated
- * on random events. Input: one mode byte, the expression up to the first NUL, then event
- * bytes. Mode bit 0 picks the format (native, or the same schema for a big-endian sender).
+/* libFuzzer target: random filter expressions and transform programs compiled against fixed
+ * formats and evaluated on random events. Input: one mode byte, the expression up to the
+ * first NUL, then event bytes. Mode bit 0 picks the format (native, or the same schema for
+ * a big-endian sender); bit 1 compiles a program with an output format and runs it with
+ * state (twice, so stateful calls see a second event), storing its computed fields.
  * Invariants checked (abort on violation):
  *   - compile returns 0 or -EINVAL / -E2BIG with a "col N: " message; never crashes;
  *   - eval returns 1, 0 or -EBADMSG on any bytes (an exact-size heap copy, so ASan sees any
@@ -26,7 +28,14 @@ static const char *schema =
     "\"structs\":[{\"name\":\"vec\",\"fields\":[{\"name\":\"x\",\"type\":\"float\"},"
     "{\"name\":\"y\",\"type\":\"int64\"},{\"name\":\"t\",\"type\":\"char[3]\"}]}]}";
 
-static struct cx_format *native, *bigend;
+static const char *out_schema =
+    "{\"name\":\"out\",\"fields\":[{\"name\":\"a\",\"type\":\"double\"},"
+    "{\"name\":\"k\",\"type\":\"int32\"},{\"name\":\"b\",\"type\":\"bool\"},"
+    "{\"name\":\"u\",\"type\":\"uint64\"},{\"name\":\"f\",\"type\":\"float\"},"
+    "{\"name\":\"s\",\"type\":\"string\"}]}";
+
+static struct cx_format *native, *bigend, *outf;
+static bool program;
 static uint8_t ref[1024] __attribute__((aligned(8)));
 static size_t ref_len, ref_fixed_off, ref_fixed_len;
 
@@ -56,9 +65,24 @@ static void make_ref(void)
 
 static void check_eval(const struct cx_filter *f, const uint8_t *b, size_t n, bool valid)
 {
-    int rc = cx_filter_eval(f, b, n);
-    if (rc != 0 && rc != 1 && (valid || rc != -EBADMSG))
+    if (!program) {
+        int rc = cx_filter_eval(f, b, n);
+        if (rc != 0 && rc != 1 && (valid || rc != -EBADMSG))
+            abort();
+        return;
+    }
+    static uint64_t state[CX_FILTER_MAX_STATE * 2], out[64];
+    static union cx_filter_value res[CX_FILTER_MAX_OUT];
+    if (cx_filter_state_size(f) > sizeof state || cx_filter_outputs(f) > CX_FILTER_MAX_OUT)
         abort();
+    cx_filter_state_init(f, state);
+    for (int i = 0; i < 2; i++) {
+        int rc = cx_filter_run(f, state, b, n, (uint64_t)i + 1, res);
+        if (rc != 0 && rc != 1 && (valid || rc != -EBADMSG))
+            abort();
+        if (rc == 1)
+            cx_filter_store(f, res, out);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -66,7 +90,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!native) {
         struct cx_arch be = {1, 8, 8, 8};
         if (cx_format_from_json(schema, strlen(schema), NULL, &native) < 0 ||
-            cx_format_from_json(schema, strlen(schema), &be, &bigend) < 0)
+            cx_format_from_json(schema, strlen(schema), &be, &bigend) < 0 ||
+            cx_format_from_json(out_schema, strlen(out_schema), NULL, &outf) < 0 ||
+            cx_format_size(outf) > 64 * 8)
             abort();
         make_ref();
     }
@@ -83,7 +109,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t evlen = (size_t)(end - ev);
 
     struct cx_filter *f = NULL;
-    int rc = cx_filter_compile(expr, fmt, &f);
+    program = data[0] & 2;
+    int rc = program ? cx_filter_compile_xform(expr, fmt, outf, &f)
+                     : cx_filter_compile(expr, fmt, &f);
     free(expr);
     if (rc < 0) {
         if ((rc != -EINVAL && rc != -E2BIG) || strncmp(cx_errmsg(), "col ", 4) != 0 || f)
@@ -92,6 +120,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     char text[256];
     cx_filter_describe(f, text, sizeof text);
+    if (cx_filter_state_size(f))
+        program = true; /* a plain filter may keep state too: it runs with cx_filter_run */
 
     uint8_t *copy = malloc(evlen ? evlen : 1); /* exact size: ASan sees any overread */
     memcpy(copy, ev, evlen);
