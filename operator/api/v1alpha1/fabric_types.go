@@ -30,7 +30,8 @@ const (
 )
 
 // FabricNodeStatesLimit caps status.nodeStates: the first nodes by name are listed, the
-// totals count them all, so the status stays small on big clusters.
+// totals count them all, so the status stays small on big clusters. It is also the
+// MaxItems marker of FabricStatus.NodeStates: change both together.
 const FabricNodeStatesLimit = 100
 
 // FabricKind is the fast-link technology of a fabric.
