@@ -7,15 +7,32 @@ import (
 
 // Fabric condition types.
 const (
-	// FabricNodesAvailableCondition reports whether some nodes match the fabric's nodeSelector.
+	// FabricNodesAvailableCondition is True when at least one node can run the fabric's
+	// pods: it matches spec.nodeSelector and, when spec.resourceName is set, advertises that
+	// resource (status.allocatable > 0). A Fabric is Ready only then; placement uses only
+	// Ready Fabrics.
 	FabricNodesAvailableCondition = "NodesAvailable"
 )
 
-// Fabric reasons.
+// Fabric reasons, of the NodesAvailable condition and of each entry of status.nodeStates.
 const (
 	// ReasonNoMatchingNodes: no node matches spec.nodeSelector.
 	ReasonNoMatchingNodes = "NoMatchingNodes"
+	// ReasonResourceNotAdvertised: nodes match, but none (or, for a node state, not this
+	// one) has spec.resourceName allocatable.
+	ReasonResourceNotAdvertised = "ResourceNotAdvertised"
+	// ReasonResourceAdvertised: the node has spec.resourceName allocatable.
+	ReasonResourceAdvertised = "ResourceAdvertised"
+	// ReasonNodeMatches: the node matches a fabric that needs no device resource.
+	ReasonNodeMatches = "NodeMatches"
+	// ReasonNodesReady: some matching nodes are ready (NodesAvailable is True).
+	ReasonNodesReady = "NodesReady"
 )
+
+// FabricNodeStatesLimit caps status.nodeStates: the first nodes by name are listed, the
+// totals count them all, so the status stays small on big clusters. It is also the
+// MaxItems marker of FabricStatus.NodeStates: change both together.
+const FabricNodeStatesLimit = 100
 
 // FabricKind is the fast-link technology of a fabric.
 // +kubebuilder:validation:Enum=rdma;dpdk
@@ -87,11 +104,35 @@ type Hugepages struct {
 	Size resource.Quantity `json:"size"`
 }
 
+// FabricNodeState is what one matching node offers the fabric.
+type FabricNodeState struct {
+	// Name of the node.
+	Name string `json:"name"`
+	// Allocatable count of spec.resourceName on the node (0 when the fabric has none).
+	// +optional
+	Allocatable int64 `json:"allocatable"`
+	// Ready: the node can run the fabric's pods.
+	Ready bool `json:"ready"`
+	// Reason: ResourceAdvertised, NodeMatches, ResourceNotAdvertised or Deleting.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
 // FabricStatus is the observed state of a Fabric.
 type FabricStatus struct {
-	// Nodes matching the node selector.
+	// MatchingNodes: the nodes matching the node selector.
 	// +optional
-	Nodes int32 `json:"nodes"`
+	MatchingNodes int32 `json:"matchingNodes"`
+	// ReadyNodes: the matching nodes that can run the fabric's pods (that advertise
+	// spec.resourceName when it is set).
+	// +optional
+	ReadyNodes int32 `json:"readyNodes"`
+	// NodeStates: the first 100 matching nodes by name (the totals count all of them).
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	NodeStates []FabricNodeState `json:"nodeStates,omitempty"`
 	// ObservedGeneration is the generation last reconciled successfully.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -110,7 +151,8 @@ type FabricStatus struct {
 // +kubebuilder:resource:scope=Cluster,categories=conflux,shortName=fab
 // +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.kind`
 // +kubebuilder:printcolumn:name="Resource",type=string,JSONPath=`.spec.resourceName`
-// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.matchingNodes`
+// +kubebuilder:printcolumn:name="Ready Nodes",type=integer,JSONPath=`.status.readyNodes`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Fabric struct {

@@ -161,7 +161,8 @@ type ComponentStatus struct {
 	// ReadyReplicas of its workload.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas"`
-	// Fabric chosen, empty when none.
+	// Fabric chosen, empty when none. The choice is sticky: it is kept while that Fabric
+	// exists and is Ready, even when another Fabric gets more nodes.
 	// +optional
 	Fabric string `json:"fabric,omitempty"`
 	// Link the component's pods use across nodes: fast or tcp.

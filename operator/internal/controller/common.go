@@ -32,13 +32,15 @@ const (
 )
 
 // CacheOptions restricts the manager's cache of Deployments, StatefulSets and Services to
-// the objects the operator manages, so that it does not mirror every workload of the cluster.
+// the objects the operator manages, so that it does not mirror every workload of the cluster,
+// and keeps of each Node only what the Fabric reconciler reads (trimNode).
 func CacheOptions() cache.Options {
 	sel := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&appsv1.Deployment{}:  {Label: sel},
 		&appsv1.StatefulSet{}: {Label: sel},
 		&corev1.Service{}:     {Label: sel},
+		&corev1.Node{}:        {Transform: trimNode},
 	}}
 }
 

@@ -12,20 +12,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	conflux "conflux.dev/operator/api/v1alpha1"
 )
 
-// FabricReconciler counts the nodes of each Fabric; placement prefers fabrics with nodes.
+// FabricReconciler reports, for each Fabric, which nodes can run its pods: they match its
+// nodeSelector and advertise its device resource. A Fabric is Ready only when some can;
+// placement uses only Ready Fabrics.
 type FabricReconciler struct {
 	client.Client
 }
 
 type fabricScope struct {
 	fabric *conflux.Fabric
-	nodes  *int32
+	nodes  *fabricNodes // nil when the nodes could not be listed
 	err    error
 }
 
@@ -48,19 +48,19 @@ func (r *FabricReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 		}
 	}()
+	// Read-only: the cache's Nodes are not copied (they are trimmed, see trimNode).
 	var nodes corev1.NodeList
-	if err := r.List(ctx, &nodes, client.MatchingLabels(f.Spec.NodeSelector)); err != nil {
+	if err := r.List(ctx, &nodes, client.MatchingLabels(f.Spec.NodeSelector), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
 	}
-	n := int32(len(nodes.Items))
-	s.nodes = &n
+	s.nodes = observeFabricNodes(f, nodes.Items)
 	return ctrl.Result{}, nil
 }
 
 func updateFabricStatus(s *fabricScope) {
 	f := s.fabric
-	if s.nodes != nil {
-		f.Status.Nodes = *s.nodes
+	if n := s.nodes; n != nil {
+		f.Status.MatchingNodes, f.Status.ReadyNodes, f.Status.NodeStates = n.matching, n.ready, n.states
 	}
 	setFabricNodesAvailableCondition(s)
 	setReadySummary(&f.Status.Conditions, f.Generation, false, "", s.err, conflux.FabricNodesAvailableCondition)
@@ -70,26 +70,29 @@ func updateFabricStatus(s *fabricScope) {
 }
 
 func setFabricNodesAvailableCondition(s *fabricScope) {
-	f := s.fabric
+	f, n := s.fabric, s.nodes
 	switch {
-	case s.nodes == nil:
+	case n == nil:
 		return
-	case *s.nodes == 0:
+	case n.matching == 0:
 		setCondition(&f.Status.Conditions, f.Generation, conflux.FabricNodesAvailableCondition, metav1.ConditionFalse, conflux.ReasonNoMatchingNodes,
 			fmt.Sprintf("no node matches nodeSelector %v", f.Spec.NodeSelector))
+	case n.ready == 0:
+		setCondition(&f.Status.Conditions, f.Generation, conflux.FabricNodesAvailableCondition, metav1.ConditionFalse, conflux.ReasonResourceNotAdvertised,
+			fmt.Sprintf("%d node(s) match but none has %s allocatable", n.matching, f.Spec.ResourceName))
 	default:
-		setCondition(&f.Status.Conditions, f.Generation, conflux.FabricNodesAvailableCondition, metav1.ConditionTrue, conflux.ReasonReconciled,
-			fmt.Sprintf("%d node(s)", *s.nodes))
+		setCondition(&f.Status.Conditions, f.Generation, conflux.FabricNodesAvailableCondition, metav1.ConditionTrue, conflux.ReasonNodesReady,
+			fmt.Sprintf("%d of %d matching node(s) ready", n.ready, n.matching))
 	}
 }
 
-// SetupWithManager registers the reconciler; any Node change requeues every Fabric.
+// SetupWithManager registers the reconciler. A Node event queues only the Fabrics whose
+// selector matches the node's old or new labels, and only when what a Fabric reads of it
+// changed (labels, allocatable resources, existence).
 func (r *FabricReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&conflux.Fabric{}, builder.WithPredicates(specChanged)).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-			return requestsFor(ctx, r, &conflux.FabricList{})
-		}), builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.fabricsOfNode), builder.WithPredicates(nodeChangedForFabrics)).
 		WithOptions(opts).
 		Named("fabric").
 		Complete(r)

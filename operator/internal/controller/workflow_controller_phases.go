@@ -61,11 +61,12 @@ func (r *WorkflowReconciler) place(ctx context.Context, s *workflowScope) (bool,
 			continue
 		}
 		s.fabrics[f.Name] = f
-		fabrics = append(fabrics, placement.Fabric{Name: f.Name, Nodes: f.Status.Nodes})
+		fabrics = append(fabrics, placementFabric(f))
 	}
+	current := currentFabrics(s.workflow)
 	var comps []placement.Component
 	for _, c := range s.workflow.Spec.Components {
-		pc := placement.Component{Name: c.Name, Fabric: c.Fabric, Inputs: c.Inputs, Outputs: c.Outputs}
+		pc := placement.Component{Name: c.Name, Fabric: c.Fabric, Inputs: c.Inputs, Outputs: c.Outputs, Current: current[c.Name]}
 		if c.Placement != nil {
 			pc.ColocateWith = c.Placement.ColocateWith
 		}

@@ -75,6 +75,8 @@ func TestWorkflowPlacementInFabric(t *testing.T) {
 	ns := newNamespace(t)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ib-node-" + ns, Labels: map[string]string{"conflux.dev/fabric-ib": "true"}}}
 	g.Expect(k8sClient.Create(ctx, node)).To(Succeed())
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, node) })
+	setAllocatable(t, node, "rdma/hca_shared", "1") // the device plugin advertises the fabric's resource
 	fab := &conflux.Fabric{ObjectMeta: metav1.ObjectMeta{Name: "ib-" + ns}, Spec: conflux.FabricSpec{
 		Kind: conflux.FabricRDMA, NodeSelector: map[string]string{"conflux.dev/fabric-ib": "true"},
 		ResourceName: "rdma/hca_shared", NetworkAttachment: "ib-net",
@@ -86,7 +88,7 @@ func TestWorkflowPlacementInFabric(t *testing.T) {
 		c := condition(g, fab, func() []metav1.Condition { return fab.Status.Conditions }, conflux.ReadyCondition)
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(fab.Status.Nodes).To(BeNumerically(">=", 1))
+		g.Expect(fab.Status.ReadyNodes).To(BeNumerically(">=", 1))
 	}, timeout, interval).Should(Succeed())
 
 	createChannels(t, ns, "x")

@@ -4,9 +4,13 @@
 // The rule: components that share a channel (one writes what the other reads, or both bind
 // it) and that both ask for a fast link form one group, as do components joined by
 // placement.colocateWith. A group is packed into one fabric domain: the fabric named by its
-// members if they name exactly one, otherwise (all "any-fast") the existing fabric with the
-// most nodes. A component that asked for nothing, or whose fabric does not exist, or whose
-// group names several fabrics, runs over TCP and its status says why.
+// members if they name exactly one, otherwise (all "any-fast") the Ready fabric with the
+// most ready nodes. A component that asked for nothing, or whose fabric does not exist or is
+// not Ready, or whose group names several fabrics, runs over TCP and its status says why.
+//
+// Placement is sticky: an any-fast group already placed on a fabric (Component.Current)
+// stays there while that fabric is Ready, whatever the other fabrics' node counts; it is
+// placed again only when the fabric is gone or not Ready. Moving would restart its pods.
 package placement
 
 import (
@@ -24,7 +28,9 @@ const (
 	ReasonFabricAssigned = "FabricAssigned"
 	// ReasonFabricNotFound: the named fabric does not exist; TCP fallback.
 	ReasonFabricNotFound = "FabricNotFound"
-	// ReasonNoFabricAvailable: "any-fast" but no fabric has nodes; TCP fallback.
+	// ReasonFabricNotReady: the named fabric has no ready node; TCP fallback until it has.
+	ReasonFabricNotReady = "FabricNotReady"
+	// ReasonNoFabricAvailable: "any-fast" but no fabric is Ready; TCP fallback.
 	ReasonNoFabricAvailable = "NoFabricAvailable"
 	// ReasonFabricConflict: components sharing a channel name different fabrics; TCP fallback.
 	ReasonFabricConflict = "FabricConflict"
@@ -36,11 +42,17 @@ type Component struct {
 	Fabric          string // fabric name, conflux.AnyFastFabric, or ""
 	Inputs, Outputs []string
 	ColocateWith    []string
+	// Current is the fabric the component was placed on by the last decision (the Workflow's
+	// status), empty if none.
+	Current string
 }
 
 // Fabric is what placement needs to know about a Fabric.
 type Fabric struct {
-	Name  string
+	Name string
+	// Ready: the fabric has nodes that can run its pods (its Ready condition, up to date).
+	Ready bool
+	// Nodes: its ready nodes.
 	Nodes int32
 }
 
@@ -140,20 +152,26 @@ func Decide(components []Component, fabrics []Fabric) map[string]Decision {
 		var d Decision
 		switch len(named) {
 		case 0:
-			best, ok := pickAnyFast(fabrics)
+			best, ok := current(members, byName, known)
+			if !ok {
+				best, ok = pickAnyFast(fabrics)
+			}
 			if ok {
 				d = assigned(best, members)
 			} else {
 				d = Decision{Link: conflux.LinkTCP, Reason: ReasonNoFabricAvailable,
-					Message: "any-fast requested but no Fabric has matching nodes; falling back to TCP"}
+					Message: "any-fast requested but no Fabric is Ready; falling back to TCP"}
 			}
 		case 1:
 			var name string
 			for n := range named {
 				name = n
 			}
-			if _, ok := known[name]; ok {
+			if f, ok := known[name]; ok && f.Ready {
 				d = assigned(name, members)
+			} else if ok {
+				d = Decision{Link: conflux.LinkTCP, Reason: ReasonFabricNotReady,
+					Message: fmt.Sprintf("Fabric %q has no ready node; falling back to TCP", name)}
 			} else {
 				d = Decision{Link: conflux.LinkTCP, Reason: ReasonFabricNotFound,
 					Message: fmt.Sprintf("Fabric %q not found; falling back to TCP", name)}
@@ -182,13 +200,35 @@ func assigned(fabric string, members []string) Decision {
 	return Decision{Fabric: fabric, Link: conflux.LinkFast, Reason: ReasonFabricAssigned, Message: msg}
 }
 
-// pickAnyFast returns the fabric with the most nodes (ties by name); none if no fabric has nodes.
-func pickAnyFast(fabrics []Fabric) (string, bool) {
-	best := Fabric{Nodes: 0}
-	for _, f := range fabrics {
-		if f.Nodes > best.Nodes || (f.Nodes == best.Nodes && f.Nodes > 0 && f.Name < best.Name) {
+// current returns the Ready fabric the group's members are on now: the one most of them
+// are on (ties by name); none if no member is on a Ready fabric.
+func current(members []string, byName map[string]Component, known map[string]Fabric) (string, bool) {
+	count := map[string]int{}
+	best := ""
+	for _, m := range members {
+		f := byName[m].Current
+		if kf, ok := known[f]; !ok || !kf.Ready {
+			continue
+		}
+		count[f]++
+		if best == "" || count[f] > count[best] || (count[f] == count[best] && f < best) {
 			best = f
 		}
 	}
-	return best.Name, best.Nodes > 0
+	return best, best != ""
+}
+
+// pickAnyFast returns the Ready fabric with the most ready nodes (ties by name); none if no
+// fabric is Ready.
+func pickAnyFast(fabrics []Fabric) (string, bool) {
+	var best Fabric
+	for _, f := range fabrics {
+		if !f.Ready || f.Nodes <= 0 {
+			continue
+		}
+		if !best.Ready || f.Nodes > best.Nodes || (f.Nodes == best.Nodes && f.Name < best.Name) {
+			best = f
+		}
+	}
+	return best.Name, best.Ready
 }

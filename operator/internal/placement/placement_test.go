@@ -13,7 +13,8 @@ import (
 )
 
 func TestDecide(t *testing.T) {
-	fabrics := []Fabric{{Name: "ib-a", Nodes: 2}, {Name: "ib-b", Nodes: 4}, {Name: "empty", Nodes: 0}}
+	fabrics := []Fabric{{Name: "ib-a", Ready: true, Nodes: 2}, {Name: "ib-b", Ready: true, Nodes: 4}, {Name: "empty", Nodes: 0},
+		{Name: "big-down", Nodes: 9}}
 	tests := []struct {
 		name       string
 		components []Component
@@ -54,10 +55,66 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
-			name:       "any-fast without any fabric with nodes falls back to TCP",
-			components: []Component{{Name: "sim", Fabric: conflux.AnyFastFabric}},
-			fabrics:    []Fabric{{Name: "empty"}},
+			name:       "any-fast without any Ready fabric falls back to TCP",
+			components: []Component{{Name: "sim", Fabric: conflux.AnyFastFabric, Current: "big-down"}},
+			fabrics:    []Fabric{{Name: "empty"}, {Name: "big-down", Nodes: 9}},
 			want:       map[string]Decision{"sim": {Link: conflux.LinkTCP, Reason: ReasonNoFabricAvailable}},
+		},
+		{
+			name: "a named fabric that is not Ready falls back to TCP",
+			components: []Component{{Name: "sim", Fabric: "empty", Current: "empty"},
+				{Name: "ana", Fabric: conflux.AnyFastFabric, ColocateWith: []string{"sim"}}},
+			fabrics: fabrics,
+			want: map[string]Decision{
+				"sim": {Link: conflux.LinkTCP, Reason: ReasonFabricNotReady},
+				"ana": {Link: conflux.LinkTCP, Reason: ReasonFabricNotReady},
+			},
+		},
+		{
+			name: "any-fast stays on its Ready fabric when another has more nodes",
+			components: []Component{
+				{Name: "sim", Fabric: conflux.AnyFastFabric, Outputs: []string{"x"}, Current: "ib-a"},
+				{Name: "ana", Fabric: conflux.AnyFastFabric, Inputs: []string{"x"}, Current: "ib-a"},
+				{Name: "new", Fabric: conflux.AnyFastFabric, Inputs: []string{"x"}},
+			},
+			fabrics: fabrics,
+			want: map[string]Decision{
+				"sim": {Fabric: "ib-a", Link: conflux.LinkFast, Reason: ReasonFabricAssigned},
+				"ana": {Fabric: "ib-a", Link: conflux.LinkFast, Reason: ReasonFabricAssigned},
+				"new": {Fabric: "ib-a", Link: conflux.LinkFast, Reason: ReasonFabricAssigned},
+			},
+		},
+		{
+			name: "a group split across fabrics joins the one most members are on",
+			components: []Component{
+				{Name: "a", Fabric: conflux.AnyFastFabric, Outputs: []string{"x"}, Current: "ib-b"},
+				{Name: "b", Fabric: conflux.AnyFastFabric, Inputs: []string{"x"}, Current: "ib-a"},
+				{Name: "c", Fabric: conflux.AnyFastFabric, Inputs: []string{"x"}, Current: "ib-a"},
+			},
+			fabrics: fabrics,
+			want: map[string]Decision{
+				"a": {Fabric: "ib-a", Link: conflux.LinkFast, Reason: ReasonFabricAssigned},
+				"b": {Fabric: "ib-a", Link: conflux.LinkFast, Reason: ReasonFabricAssigned},
+				"c": {Fabric: "ib-a", Link: conflux.LinkFast, Reason: ReasonFabricAssigned},
+			},
+		},
+		{
+			name: "any-fast moves when its fabric is not Ready or gone",
+			components: []Component{
+				{Name: "down", Fabric: conflux.AnyFastFabric, Current: "empty"},
+				{Name: "gone", Fabric: conflux.AnyFastFabric, Current: "deleted"},
+			},
+			fabrics: fabrics,
+			want: map[string]Decision{
+				"down": {Fabric: "ib-b", Link: conflux.LinkFast, Reason: ReasonFabricAssigned},
+				"gone": {Fabric: "ib-b", Link: conflux.LinkFast, Reason: ReasonFabricAssigned},
+			},
+		},
+		{
+			name:       "any-fast ignores a fabric that is not Ready, however many nodes it counts",
+			components: []Component{{Name: "sim", Fabric: conflux.AnyFastFabric}},
+			fabrics:    []Fabric{{Name: "big-down", Nodes: 9}, {Name: "small", Ready: true, Nodes: 1}},
+			want:       map[string]Decision{"sim": {Fabric: "small", Link: conflux.LinkFast, Reason: ReasonFabricAssigned}},
 		},
 		{
 			name:       "unknown fabric falls back to TCP",

@@ -152,7 +152,8 @@ func TestOperatorWorksWithTheChartsRBAC(t *testing.T) {
 		g.Expect(blocksOwnerDeletion(sts.OwnerReferences, "Space")).To(BeTrue(), "the space server blocks its Space's deletion")
 		var fab conflux.Fabric
 		g.Expect(admin.Get(ctx, client.ObjectKey{Name: "ib"}, &fab)).To(Succeed())
-		g.Expect(fab.Status.Nodes).To(Equal(int32(1)))
+		g.Expect(fab.Status.MatchingNodes).To(Equal(int32(1)))
+		g.Expect(fab.Status.ReadyNodes).To(Equal(int32(1)), "a Fabric without a device resource is ready on every matching node")
 		g.Expect(edgeSrv.Current().Exposed).To(HaveLen(1))
 	}, wait, 100*time.Millisecond).Should(Succeed(), "reconciled as the operator's ServiceAccount")
 	g.Eventually(func(g Gomega) {
