@@ -16,8 +16,9 @@ import (
 // for its current generation (a changed selector counts once the Fabric reconciler saw it).
 func placementFabric(f *conflux.Fabric) placement.Fabric {
 	c := meta.FindStatusCondition(f.Status.Conditions, conflux.ReadyCondition)
-	ready := c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == f.Generation
-	return placement.Fabric{Name: f.Name, Ready: ready, Nodes: f.Status.ReadyNodes}
+	judged := c != nil && c.ObservedGeneration == f.Generation
+	ready := judged && c.Status == metav1.ConditionTrue
+	return placement.Fabric{Name: f.Name, Ready: ready, Pending: !judged, Nodes: f.Status.ReadyNodes}
 }
 
 // currentFabrics maps each component to the fabric its status says it runs on.

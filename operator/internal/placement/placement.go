@@ -52,6 +52,10 @@ type Fabric struct {
 	Name string
 	// Ready: the fabric has nodes that can run its pods (its Ready condition, up to date).
 	Ready bool
+	// Pending: its reconciler has not judged its current generation yet (a Fabric created
+	// in the same apply as the Workflow). A component that names it is placed there rather
+	// than started on TCP and rolled again a moment later; any-fast waits for Ready.
+	Pending bool
 	// Nodes: its ready nodes.
 	Nodes int32
 }
@@ -167,7 +171,7 @@ func Decide(components []Component, fabrics []Fabric) map[string]Decision {
 			for n := range named {
 				name = n
 			}
-			if f, ok := known[name]; ok && f.Ready {
+			if f, ok := known[name]; ok && (f.Ready || f.Pending) {
 				d = assigned(name, members)
 			} else if ok {
 				d = Decision{Link: conflux.LinkTCP, Reason: ReasonFabricNotReady,

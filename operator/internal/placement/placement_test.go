@@ -71,6 +71,18 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
+			name:       "a named fabric not judged yet is used, not TCP for a moment",
+			components: []Component{{Name: "sim", Fabric: "fresh"}},
+			fabrics:    []Fabric{{Name: "fresh", Pending: true}},
+			want:       map[string]Decision{"sim": {Fabric: "fresh", Link: conflux.LinkFast, Reason: ReasonFabricAssigned}},
+		},
+		{
+			name:       "any-fast waits for a fabric not judged yet",
+			components: []Component{{Name: "sim", Fabric: conflux.AnyFastFabric}},
+			fabrics:    []Fabric{{Name: "fresh", Pending: true, Nodes: 3}},
+			want:       map[string]Decision{"sim": {Link: conflux.LinkTCP, Reason: ReasonNoFabricAvailable}},
+		},
+		{
 			name: "any-fast stays on its Ready fabric when another has more nodes",
 			components: []Component{
 				{Name: "sim", Fabric: conflux.AnyFastFabric, Outputs: []string{"x"}, Current: "ib-a"},
