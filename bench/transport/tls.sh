@@ -4,6 +4,7 @@
 # the same machine), and `openssl speed -evp aes-256-gcm` on 16 KiB blocks (one core).
 # Prints medians with min-max and the ratios; writes bench/results/transport_tls.json.
 #   bench/transport/tls.sh     (env: RUNS=5 BW_BYTES=2147483648 SIZES="1048576 65536")
+# BEFORE=<another build's transport_bench> adds its tls to each round (a before/after pair).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out="$here/../results"
@@ -19,6 +20,9 @@ for r in $(seq "$RUNS"); do
     for drv in tcp tls; do
       echo "bw $("$bench" "$drv" bw "$n" "$size" 2>/dev/null)" >>"$R"
     done
+    if [ -n "${BEFORE:-}" ]; then
+      echo "bw $("$BEFORE" tls bw "$n" "$size" 2>/dev/null | sed 's/"driver":"tls"/"driver":"before"/')" >>"$R"
+    fi
   done
   # bytes/s of one core sealing 16 KiB with AES-256-GCM (openssl -mr: "+F:<n>:<alg>:<rate>")
   gcm=$(openssl speed -evp aes-256-gcm -seconds 1 -bytes 16384 -mr 2>/dev/null |
@@ -34,7 +38,7 @@ for line in open(sys.argv[1]):
     if kind == "bw" and rest.startswith("{"):
         j = json.loads(rest)
         bw.setdefault((j["size"], j["driver"]), []).append(j["MBps"])
-        if "tls_path" in j: bw.setdefault(("path",), []).append(j["tls_path"])
+        if "tls_path" in j and j["driver"] == "tls": bw.setdefault(("path",), []).append(j["tls_path"])
     elif kind == "gcm" and rest != "nan":
         gcm.append(float(rest) / 1e6)
 med = lambda xs: statistics.median(xs) if xs else float("nan")
@@ -42,15 +46,20 @@ rng = lambda xs: "%.0f-%.0f" % (min(xs), max(xs)) if xs else "n/a"
 res = {"date": datetime.datetime.utcnow().isoformat() + "Z", "host": platform.node(),
        "aes256gcm_MBps": gcm, "tls_path": sorted(set(bw.get(("path",), []))), "rows": []}
 g = med(gcm)
-print("| size | tcp MB/s median (min-max) | tls MB/s median (min-max) | tls/tcp | tls/AES-GCM |")
-print("| --- | --- | --- | --- | --- |")
+before = any(k[1:] == ("before",) for k in bw)
+print("| size | tcp MB/s median (min-max) | tls MB/s median (min-max) | tls/tcp | tls/AES-GCM |" +
+      (" tls before: MB/s (min-max) | before/tcp |" if before else ""))
+print("| --- | --- | --- | --- | --- |" + (" --- | --- |" if before else ""))
 for size in sorted({k[0] for k in bw if len(k) == 2}, reverse=True):
     t, s = bw.get((size, "tcp"), []), bw.get((size, "tls"), [])
     row = {"size": size, "tcp_MBps": t, "tls_MBps": s, "tls_over_tcp": med(s) / med(t) if t and s else None,
            "tls_over_gcm": med(s) / g if s and gcm else None}
     res["rows"].append(row)
+    b = bw.get((size, "before"), [])
+    row["before_MBps"] = b
     print("| %d | %.0f (%s) | %.0f (%s) | %.2f | %.2f |" % (size, med(t), rng(t), med(s), rng(s),
-          row["tls_over_tcp"] or float("nan"), row["tls_over_gcm"] or float("nan")))
+          row["tls_over_tcp"] or float("nan"), row["tls_over_gcm"] or float("nan")) +
+          (" %.0f (%s) | %.2f |" % (med(b), rng(b), med(b) / med(t) if b and t else float("nan")) if before else ""))
 print()
 print("openssl speed -evp aes-256-gcm, 16 KiB blocks, one core: %.0f MB/s median (%s), %d runs; "
       "tls records made in: %s. MB = 10^6 bytes." % (g, rng(gcm), len(gcm), ", ".join(res["tls_path"]) or "n/a"))
