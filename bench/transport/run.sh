@@ -4,6 +4,8 @@
 #   tcp driver  vs sockperf ping-pong (latency) and iperf3 (bulk bandwidth)
 #   ucx driver  vs ucx_perftest with the same UCX_TLS (CX_BENCH_UCX_TLS, default tcp)
 #   dpdk driver vs a bare DPDK memif ping-pong (dpdk_pingpong.c), two processes on one memif
+#   tls driver  vs the tcp driver in the same run, and one core's AES-256-GCM rate (openssl
+#               speed); bench/transport/tls.sh repeats tls against tcp at several sizes
 # One-way latency of 8-byte messages (sockperf's minimum is 14 B), bandwidth of 1 MiB
 # messages. Prints a Markdown table with ratios; writes bench/results/transport.json and
 # transport.md.
@@ -46,6 +48,14 @@ echo "cx_tcp_bw $("$bench" tcp bw "$BW_N" 1048576)" >>"$R"
 if "$bench" ucx lat 10 8 >/dev/null 2>&1; then
   echo "cx_ucx_lat $(UCX_TLS=$UTLS "$bench" ucx lat "$LAT_N" 8)" >>"$R"
   echo "cx_ucx_bw $(UCX_TLS=$UTLS "$bench" ucx bw "$BW_N" 1048576)" >>"$R"
+fi
+if "$bench" tls lat 10 8 >/dev/null 2>&1; then
+  echo "cx_tls_lat $("$bench" tls lat "$LAT_N" 8 2>/dev/null)" >>"$R"
+  echo "cx_tls_bw $("$bench" tls bw "$BW_N" 1048576 2>/dev/null)" >>"$R"
+fi
+if have openssl; then # bytes/s of one core sealing 16 KiB blocks
+  echo "gcm_bw $(openssl speed -evp aes-256-gcm -seconds "$SECS" -bytes 16384 -mr 2>/dev/null |
+                 awk -F: '/^\+F:/ {print $4}')" >>"$R"
 fi
 if have ucx_perftest; then
   echo "pt_posix_lat $(perftest posix ucp_am_lat 8 "$LAT_N")" >>"$R"
@@ -128,6 +138,11 @@ if "cx_ucx_lat" in rows:
     p = pt("pt_utls_lat"); q = pt("pt_utls_bw")
     add("ucx", "ucx_perftest ucp_am (UCX_TLS=%s)" % utls, cxl("cx_ucx_lat"), cxb("cx_ucx_bw"),
         (p[0], p[1]) if p else None, q[2] * MiB if q else None, "UCX_TLS=" + utls)
+if "cx_tls_lat" in rows:
+    g = nums("gcm_bw"); j = js("cx_tls_bw") or {}
+    add("tls", "tcp driver, same run", cxl("cx_tls_lat"), cxb("cx_tls_bw"), cxl("cx_tcp_lat"),
+        cxb("cx_tcp_bw"), "records in %s space; one core AES-256-GCM (openssl speed, 16 KiB): %s MB/s"
+        % (j.get("tls_path", "?"), "%.0f" % (g[0] / 1e6) if g else "n/a"))
 if "cx_dpdk_lat" in rows:
     b = cxl("bare_dpdk_lat")
     add("dpdk", "bare DPDK memif ping-pong (dpdk_pingpong.c)", cxl("cx_dpdk_lat"),
@@ -143,6 +158,10 @@ for r in res["rows"]:
         r["driver"], r["peer"], f(r["cx_lat_median_us"]), f(r["cx_lat_avg_us"]),
         f(r["peer_lat_median_us"]), f(r["peer_lat_avg_us"]), f(r["lat_ratio"]),
         f(r["cx_bw_MBps"], 0), f(r["peer_bw_MBps"], 0), f(r["bw_ratio"])))
+print()
+for r in res["rows"]:
+    if r["note"]:
+        print("- %s: %s" % (r["driver"], r["note"]))
 print()
 print("Latency ratio = cx median / peer median (lower is better; target shm <= 2). "
       "Bandwidth ratio = cx / peer (target shm >= 0.8 of ucx_perftest posix, tcp >= 0.9 of iperf3). "

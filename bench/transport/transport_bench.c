@@ -2,8 +2,11 @@
  * this machine (the parent listens, a forked child connects; both busy-poll, as the
  * progress engine does while traffic flows).
  *
- *   transport_bench <shm|tcp|ucx> lat <iterations> <size>   ping-pong, one-way = RTT / 2
- *   transport_bench <shm|tcp|ucx> bw  <messages>   <size>   streaming, the receiver acks the last
+ *   transport_bench <shm|tcp|ucx|tls> lat <iterations> <size>   ping-pong, one-way = RTT / 2
+ *   transport_bench <shm|tcp|ucx|tls> bw  <messages>   <size>   streaming, the receiver acks the last
+ *
+ * tls runs with a throw-away CA and node certificate made at start (the tls tests' helper,
+ * tls_testcerts.h) and reports which record path its links used ("tls_path").
  *
  * Prints one JSON object on stdout: {"driver":..,"test":..,"size":..,"n":..,
  * "median_us":..,"avg_us":..} or {..,"MBps":..} (MB = 10^6 bytes). */
@@ -20,6 +23,10 @@
 
 #ifdef CX_HAVE_UCX
 extern const struct cx_driver_ops cx_ucx_ops;
+#endif
+#ifdef CX_HAVE_TLS
+#include "transport/tls/cx_tls.h"
+#include "transport/tls/tls_testcerts.h"
 #endif
 
 static double now(void)
@@ -61,7 +68,7 @@ static void wait_msgs(struct cx_link *k, uint64_t *got, uint64_t want)
 int main(int argc, char **argv)
 {
     if (argc != 5) {
-        fprintf(stderr, "usage: %s <shm|tcp|ucx> <lat|bw> <n> <size>\n", argv[0]);
+        fprintf(stderr, "usage: %s <shm|tcp|ucx|tls> <lat|bw> <n> <size>\n", argv[0]);
         return 2;
     }
     const char *drv = argv[1], *test = argv[2];
@@ -82,6 +89,19 @@ int main(int argc, char **argv)
         snprintf(addr, sizeof addr, "ucx://127.0.0.1:0");
     }
 #endif
+#ifdef CX_HAVE_TLS
+    char pki[64] = "/tmp/cx-bench-pki-XXXXXX";
+    int have_pki = 0;
+    if (!strcmp(drv, "tls")) {
+        if (tc_env_up(pki) < 0) {
+            fprintf(stderr, "transport_bench: cannot make a test PKI in %s\n", pki);
+            return 1;
+        }
+        have_pki = 1;
+        ops = &cx_tls_ops;
+        snprintf(addr, sizeof addr, "tls://127.0.0.1:0");
+    }
+#endif
     if (!ops) {
         fprintf(stderr, "transport_bench: driver '%s' not built in\n", drv);
         return 2;
@@ -98,6 +118,11 @@ int main(int argc, char **argv)
     if (pid == 0) { /* client: measures and prints */
         struct cx_link *k;
         CK(ops->connect(ops->listener_addr(l), &k));
+        char extra[64] = "";
+#ifdef CX_HAVE_TLS
+        if (ops == &cx_tls_ops)
+            snprintf(extra, sizeof extra, ",\"tls_path\":\"%s\"", cx_tls_link_path(k));
+#endif
         uint64_t got = 0;
         if (lat) {
             double *rtt = malloc(sizeof(double) * (size_t)n), sum = 0;
@@ -112,7 +137,8 @@ int main(int argc, char **argv)
             }
             qsort(rtt, (size_t)n, sizeof *rtt, cmp);
             printf("{\"driver\":\"%s\",\"test\":\"lat\",\"size\":%zu,\"n\":%ld,\"median_us\":%.3f,"
-                   "\"avg_us\":%.3f}\n", drv, size, n, rtt[n / 2] * 1e6 / 2, sum / (double)n * 1e6 / 2);
+                   "\"avg_us\":%.3f%s}\n", drv, size, n, rtt[n / 2] * 1e6 / 2, sum / (double)n * 1e6 / 2,
+                   extra);
         } else {
             /* one message first, so connection set-up is not timed */
             CK(cx_link_send(k, &h, &v, 1));
@@ -128,8 +154,8 @@ int main(int argc, char **argv)
             }
             wait_msgs(k, &got, 2);
             double dt = now() - t0;
-            printf("{\"driver\":\"%s\",\"test\":\"bw\",\"size\":%zu,\"n\":%ld,\"MBps\":%.1f}\n", drv,
-                   size, n, (double)n * (double)size / dt / 1e6);
+            printf("{\"driver\":\"%s\",\"test\":\"bw\",\"size\":%zu,\"n\":%ld,\"MBps\":%.1f%s}\n", drv,
+                   size, n, (double)n * (double)size / dt / 1e6, extra);
         }
         fflush(stdout);
         cx_link_flush(k, NULL, NULL, 1000);
@@ -157,5 +183,9 @@ int main(int argc, char **argv)
         if (cx_link_progress(k, count, &got, 16) < 0)
             usleep(1000);
     cx_link_close(k);
+#ifdef CX_HAVE_TLS
+    if (have_pki)
+        tc_env_down(pki);
+#endif
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }

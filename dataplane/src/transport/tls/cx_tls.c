@@ -1,10 +1,12 @@
 /* The tls driver's links and its ops table (cx_tls_ops; listen/accept/connect and the
  * handshake are in cx_tls_handshake.c). A link is one TLS session over a non-blocking TCP
- * socket, framed like the tcp driver: encoded header + payload back to back. send copies
- * the frame into the link's queue (TLS encrypts from one buffer anyway) and writes what
- * the socket takes; progress writes the rest and reads frames through the shared stream
- * deframer (common/cx_deframe.h, as tcp). A link made by accept_start first runs the
- * server's handshake inside progress, without blocking, until its deadline. */
+ * socket, framed like the tcp driver: encoded header + payload back to back. send encrypts
+ * straight from the caller's memory, a full 16 KiB record at a time (the header and pieces
+ * shorter than a record are gathered into one record first), and copies into the link's
+ * queue only what the socket does not take now; progress writes the rest and reads frames
+ * through the shared stream deframer (common/cx_deframe.h, as tcp), which has OpenSSL
+ * decrypt into the frame's own buffer. A link made by accept_start first runs the server's
+ * handshake inside progress, without blocking, until its deadline. */
 #include "transport/tls/cx_tls_int.h"
 
 #include "common/cx_deframe.h"
@@ -21,6 +23,7 @@
 
 #define MAX_IOV 64
 #define WRITE_CHUNK (1u << 20) /* per SSL_write: bounded, and never shrinking on a retry */
+#define RECORD SSL3_RT_MAX_PLAIN_LENGTH /* 16 KiB: a full TLS record */
 
 struct tls_link {
     struct cx_link base;
@@ -31,10 +34,12 @@ struct tls_link {
     char why[320];
     char peer[64];
     struct cx_txq txq;
+    uint8_t *stage; /* RECORD bytes: pieces of a frame gathered into one record */
     struct cx_deframe df;
     long long hs_deadline; /* > 0 while the server's handshake runs in progress (ms) */
     int hs_ms;
     int hs_want;           /* SSL_ERROR_WANT_READ or _WRITE of the handshake's last step */
+    int resumed;           /* the handshake resumed an earlier session */
     long long linger_until; /* refused handshake: our alert goes out before the close */
 };
 
@@ -42,16 +47,20 @@ int cx_tls_link_new(int fd, SSL *ssl, struct cx_tls_sock *sock, const char *peer
                     const uint8_t *rbuf, size_t rlen, struct cx_link **out)
 {
     struct tls_link *t = calloc(1, sizeof *t);
-    if (!t || cx_deframe_init(&t->df) < 0 || cx_deframe_preload(&t->df, rbuf, rlen) < 0) {
+    uint8_t *stage = malloc(RECORD);
+    if (!t || !stage || cx_deframe_init(&t->df) < 0 ||
+        cx_deframe_preload(&t->df, rbuf, rlen) < 0) {
         if (t)
             cx_deframe_free(&t->df);
-        free(t), SSL_free(ssl), free(sock), close(fd);
+        free(stage), free(t), SSL_free(ssl), free(sock), close(fd);
         return cx_err_set(ENOMEM, "tls: out of memory for a link");
     }
     t->base.ops = &cx_tls_ops;
     t->fd = fd;
     t->ssl = ssl;
     t->sock = sock;
+    t->stage = stage;
+    t->resumed = SSL_session_reused(ssl);
     snprintf(t->peer, sizeof t->peer, "%s", peer);
     *out = &t->base;
     return 0;
@@ -94,6 +103,19 @@ static int ssl_fail(struct tls_link *t, int ret, const char *what)
     return tls_fail(t, cx_tls_error(t->ssl, ret, t->sock, what, t->peer));
 }
 
+/* Records encrypted but not sent yet (gathered by the socket BIO, cx_tls_bio.c). */
+static size_t unsent(const struct tls_link *t) { return t->sock->wlen - t->sock->woff; }
+
+/* Sends the gathered records while the socket takes them: 0, or a negative errno. */
+static int drain(struct tls_link *t)
+{
+    if (cx_tls_sock_drain(t->sock) >= 0)
+        return 0;
+    int e = t->sock->err == EPIPE ? ECONNRESET : t->sock->err;
+    cx_err_set(e, "tls: send to %s: %s", t->peer, strerror(t->sock->err));
+    return tls_fail(t, -e);
+}
+
 /* Writes from the queue until it is empty or the socket is full. */
 static int tls_flush(struct tls_link *t)
 {
@@ -109,10 +131,66 @@ static int tls_flush(struct tls_link *t)
         }
         int e = SSL_get_error(t->ssl, w);
         if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ)
-            return 0; /* retried later with at least these bytes, as OpenSSL requires */
+            return drain(t); /* retried later with at least these bytes, as OpenSSL requires */
         return ssl_fail(t, w, "send to");
     }
-    return 0;
+    return drain(t);
+}
+
+/* Writes the frame v[0..n) from the caller's memory while the socket takes it: a piece of
+ * RECORD bytes or more (or the last piece) goes as it is, shorter ones are gathered into
+ * t->stage to fill a record. What is left when the socket is full is queued, starting with
+ * the bytes of the refused write (OpenSSL's retry must present them again). */
+static int send_direct(struct tls_link *t, const struct iovec *v, int n)
+{
+    int i = 0;
+    size_t off = 0;
+    while (i < n) {
+        if (off == v[i].iov_len) {
+            i++, off = 0;
+            continue;
+        }
+        const uint8_t *p;
+        size_t len, left = v[i].iov_len - off;
+        if (left >= RECORD || i == n - 1) {
+            p = (const uint8_t *)v[i].iov_base + off;
+            len = left < WRITE_CHUNK ? left : WRITE_CHUNK;
+        } else {
+            len = 0;
+            for (int j = i; j < n && len < RECORD; j++) {
+                size_t from = j == i ? off : 0;
+                size_t take = v[j].iov_len - from < RECORD - len ? v[j].iov_len - from : RECORD - len;
+                memcpy(t->stage + len, (const uint8_t *)v[j].iov_base + from, take);
+                len += take;
+            }
+            p = t->stage;
+        }
+        size_t w = 0;
+        ERR_clear_error();
+        int r = SSL_write_ex(t->ssl, p, len, &w);
+        if (r == 1) {
+            while (w) { /* advance over what went */
+                size_t step = v[i].iov_len - off < w ? v[i].iov_len - off : w;
+                off += step, w -= step;
+                if (off == v[i].iov_len && i < n - 1)
+                    i++, off = 0;
+            }
+            continue;
+        }
+        int e = SSL_get_error(t->ssl, r);
+        if (e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ)
+            return ssl_fail(t, r, "send to");
+        struct iovec rest[MAX_IOV];
+        int m = 0;
+        for (int j = i; j < n; j++) {
+            size_t from = j == i ? off : 0;
+            if (v[j].iov_len > from)
+                rest[m++] = (struct iovec){(uint8_t *)v[j].iov_base + from, v[j].iov_len - from};
+        }
+        int rc = cx_txq_push(&t->txq, rest, m, 0);
+        return rc < 0 ? tls_fail(t, cx_err_wrap(rc, "tls: queueing for %s", t->peer)) : drain(t);
+    }
+    return drain(t);
 }
 
 static int tls_send(struct cx_link *k, const struct cx_frame_hdr *h, const struct iovec *iov,
@@ -136,13 +214,19 @@ static int tls_send(struct cx_link *k, const struct cx_frame_hdr *h, const struc
     v[0] = (struct iovec){hdr, sizeof hdr};
     if (iovcnt)
         memcpy(v + 1, iov, sizeof *iov * (size_t)iovcnt);
+    if (!cx_txq_len(&t->txq) && !t->hs_deadline)
+        return send_direct(t, v, iovcnt + 1);
     int rc = cx_txq_push(&t->txq, v, iovcnt + 1, 0);
     if (rc < 0)
         return cx_err_wrap(rc, "tls");
     return tls_flush(t);
 }
 
-static size_t tls_pending(struct cx_link *k) { return cx_txq_len(&((struct tls_link *)k)->txq); }
+static size_t tls_pending(struct cx_link *k)
+{
+    struct tls_link *t = (struct tls_link *)k;
+    return cx_txq_len(&t->txq) + unsent(t);
+}
 
 /* Reads into dst: bytes, 0 for "would block", or a negative errno. */
 static ssize_t tls_read(void *io, void *dst, size_t n)
@@ -169,11 +253,14 @@ static int handshake_step(struct tls_link *t)
     int r = SSL_do_handshake(t->ssl);
     if (r == 1) {
         t->hs_deadline = 0; /* the welcome queued by cx_tls_link_new_accepting goes first */
-        return 1;
+        t->resumed = SSL_session_reused(t->ssl);
+        int rc = cx_tls_resumed_check(t->ssl, "accepting", t->peer);
+        return rc < 0 ? tls_fail(t, rc) : 1;
     }
     int e = SSL_get_error(t->ssl, r);
     if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
         int rc = cx_tls_error(t->ssl, r, t->sock, "accepting", t->peer);
+        cx_tls_sock_drain(t->sock); /* our alert, if the BIO still holds it */
         /* let the alert reach the peer: closing with its bytes unread would send a reset
          * that can overtake it, so wait (in progress) for its close, briefly */
         shutdown(t->fd, SHUT_WR);
@@ -213,12 +300,12 @@ static int tls_progress(struct cx_link *k, cx_recv_fn fn, void *arg, int budget)
             return rc;
         work++;
     }
-    if (cx_txq_len(&t->txq) && !t->failed) {
-        size_t before = cx_txq_len(&t->txq);
+    if ((cx_txq_len(&t->txq) || unsent(t)) && !t->failed) {
+        size_t before = cx_txq_len(&t->txq) + unsent(t);
         int rc = tls_flush(t);
         if (rc < 0 && !cx_deframe_ready(&t->df))
             return rc;
-        if (cx_txq_len(&t->txq) != before)
+        if (cx_txq_len(&t->txq) + unsent(t) != before)
             work++;
     }
     /* budget 0 asks for sends only (a mux channel setting its handler): no frame may be
@@ -244,10 +331,20 @@ static int tls_arm(struct cx_link *k)
         return -EAGAIN;
     if (t->hs_deadline) /* handshaking: the peer's bytes wake us; our own need a retry */
         return t->hs_want == SSL_ERROR_WANT_WRITE ? -EAGAIN : 0;
-    if (cx_txq_len(&t->txq))
+    if (cx_txq_len(&t->txq) || unsent(t))
         return -EAGAIN;
     if (SSL_pending(t->ssl) > 0) /* decrypted already: the socket will not say so */
         return -EAGAIN;
+    if (SSL_has_pending(t->ssl)) { /* read ahead: a whole record waiting, or only part of one? */
+        unsigned char c;
+        size_t got = 0;
+        ERR_clear_error();
+        int r = SSL_peek_ex(t->ssl, &c, 1, &got);
+        int e = r == 1 ? SSL_ERROR_NONE : SSL_get_error(t->ssl, r);
+        ERR_clear_error();
+        if (e != SSL_ERROR_WANT_READ) /* data, or an error progress will report */
+            return -EAGAIN;
+    }
     return cx_deframe_ready(&t->df) ? -EAGAIN : 0;
 }
 
@@ -264,6 +361,7 @@ static void tls_close(struct cx_link *k)
     if (!t->failed && !t->hs_deadline) { /* close_notify, best effort (non-blocking) */
         ERR_clear_error();
         SSL_shutdown(t->ssl);
+        cx_tls_sock_drain(t->sock);
     }
     ERR_clear_error();
     SSL_free(t->ssl);
@@ -271,6 +369,7 @@ static void tls_close(struct cx_link *k)
     free(t->sock);
     cx_txq_free(&t->txq);
     cx_deframe_free(&t->df);
+    free(t->stage);
     free(t);
 }
 
@@ -280,6 +379,21 @@ static int tls_set_limits(struct cx_link *k, const struct cx_link_limits *lim)
         return cx_err_set(EINVAL, "tls: set_limits needs a link and limits");
     cx_deframe_set_limits(&((struct tls_link *)k)->df, lim->max_msg, lim->on_oversize);
     return 0;
+}
+
+const char *cx_tls_link_path(struct cx_link *k)
+{
+    if (!k || k->ops != &cx_tls_ops)
+        return NULL;
+    return BIO_get_ktls_send(SSL_get_wbio(((struct tls_link *)k)->ssl)) ? "kernel" : "user";
+}
+
+int cx_tls_link_resumed(struct cx_link *k)
+{
+    if (!k || k->ops != &cx_tls_ops)
+        return cx_err_set(EINVAL, "tls: not a tls link (%s)", k ? k->ops->name : "NULL");
+    struct tls_link *t = (struct tls_link *)k;
+    return t->hs_deadline ? 0 : t->resumed;
 }
 
 int cx_tls_peer_subject(struct cx_link *k, char *buf, size_t cap)

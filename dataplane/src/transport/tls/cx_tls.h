@@ -8,7 +8,7 @@
  * already decrypted (SSL_pending), which no fd would announce.
  *
  * Mutual authentication: both ends present a certificate, and each verifies the other's
- * against the configured CA (TLS 1.3 only; no session resumption). A peer without a
+ * against the configured CA (TLS 1.3 only). A peer without a
  * certificate, with one from another CA, an expired one, or (when peer_name is set) one not
  * naming peer_name is refused in accept / connect with -EACCES and a message saying why:
  * the OpenSSL verify error ("certificate has expired", "unable to get local issuer
@@ -22,6 +22,14 @@
  * accept_start (cx_driver.h) returns the link at once and runs the handshake inside its
  * progress without blocking, failing it with -ETIMEDOUT past the caller's deadline: a server
  * engine uses it, so a silent or slow peer never holds the other clients.
+ *
+ * Resumption: a client keeps the session ticket a server sends, per address and expected
+ * peer name, and offers it (once) on its next connect there, which then skips both
+ * certificate checks (cx_tls_link_resumed says so). A resumed session's certificates were
+ * verified when it was made; each side checks again that the other's has not expired since
+ * and still names the expected peer, or refuses with -EACCES. Tickets live an hour and die
+ * with the credentials: reloaded files (below) make a new context, whose tickets and ticket
+ * keys are new.
  *
  * Certificates need extendedKeyUsage serverAuth and clientAuth (or none) since every node
  * both accepts and connects with the same one.
@@ -65,6 +73,16 @@ int cx_tls_configure(const struct cx_tls_config *c);
 /* The subject of the peer's verified certificate ("CN=node-1,O=..." , RFC 2253 order) into
  * buf[cap]. -EINVAL when k is not a tls link. */
 int cx_tls_peer_subject(struct cx_link *k, char *buf, size_t cap);
+
+/* Where the link's TLS records are made and opened: "kernel" (kTLS) or "user" (OpenSSL in
+ * this process; the only path so far: the driver logs once per process whether the kernel
+ * offers kTLS). NULL when k is not a tls link. */
+const char *cx_tls_link_path(struct cx_link *k);
+
+/* 1 when the link's handshake resumed an earlier session (a TLS 1.3 ticket the client kept
+ * from an earlier link to the same address), 0 for a full handshake (or one not done yet),
+ * -EINVAL when k is not a tls link. */
+int cx_tls_link_resumed(struct cx_link *k);
 
 /* The format token of the driver's control frame: the bytes "CXTLSCTL". */
 #define CX_TLS_CTRL_TOKEN 0x4C54435354495843ull

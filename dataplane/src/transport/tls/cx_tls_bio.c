@@ -1,34 +1,62 @@
 /* A socket BIO for the tls driver. OpenSSL's own socket BIO writes with write(2), which
  * raises SIGPIPE when the peer is gone and kills a process that did not ignore it; a
  * library must not make that choice for its host, so this one sends with MSG_NOSIGNAL. It
+ * gathers the records OpenSSL writes and sends them CX_TLS_WBUF bytes at a time (a system
+ * call per 16 KiB record cost more than the copy), up to the next BIO_flush. It
  * also keeps the errno of the last failure and whether the peer closed, for the messages
  * of cx_tls_error. */
 #include "transport/tls/cx_tls_int.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <string.h>
 #include <sys/socket.h>
 
 static BIO_METHOD *method;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-static int sock_write(BIO *b, const char *data, size_t len, size_t *written)
+int cx_tls_sock_drain(struct cx_tls_sock *s)
 {
-    struct cx_tls_sock *s = BIO_get_data(b);
-    BIO_clear_retry_flags(b);
-    for (;;) {
-        ssize_t w = send(s->fd, data, len, MSG_NOSIGNAL);
+    while (s->woff < s->wlen) {
+        ssize_t w = send(s->fd, s->wbuf + s->woff, s->wlen - s->woff, MSG_NOSIGNAL);
         if (w >= 0) {
-            *written = (size_t)w;
-            return 1;
+            s->woff += (size_t)w;
+            continue;
         }
         if (errno == EINTR)
             continue;
         s->err = errno;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            BIO_set_retry_write(b);
+        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+    }
+    s->woff = s->wlen = 0;
+    return 1;
+}
+
+/* Gathers records: one send(2) per CX_TLS_WBUF bytes rather than one per 16 KiB record. */
+static int sock_write(BIO *b, const char *data, size_t len, size_t *written)
+{
+    struct cx_tls_sock *s = BIO_get_data(b);
+    BIO_clear_retry_flags(b);
+    if (s->wlen + len > CX_TLS_WBUF) { /* no room at the tail: send what is buffered */
+        int rc = cx_tls_sock_drain(s);
+        if (rc < 0)
+            return 0;
+        if (s->woff) {
+            memmove(s->wbuf, s->wbuf + s->woff, s->wlen - s->woff);
+            s->wlen -= s->woff;
+            s->woff = 0;
+        }
+    }
+    size_t room = CX_TLS_WBUF - s->wlen;
+    if (!room) {
+        BIO_set_retry_write(b);
         return 0;
     }
+    size_t n = len < room ? len : room;
+    memcpy(s->wbuf + s->wlen, data, n);
+    s->wlen += n;
+    *written = n;
+    return 1;
 }
 
 static int sock_read(BIO *b, char *data, size_t len, size_t *got)
@@ -57,8 +85,18 @@ static int sock_read(BIO *b, char *data, size_t len, size_t *got)
 
 static long sock_ctrl(BIO *b, int cmd, long num, void *ptr)
 {
-    (void)b, (void)num, (void)ptr;
-    return cmd == BIO_CTRL_FLUSH ? 1 : 0; /* nothing buffered here */
+    (void)num, (void)ptr;
+    if (cmd == BIO_CTRL_WPENDING) {
+        struct cx_tls_sock *s = BIO_get_data(b);
+        return (long)(s->wlen - s->woff);
+    }
+    if (cmd != BIO_CTRL_FLUSH)
+        return 0;
+    BIO_clear_retry_flags(b);
+    int rc = cx_tls_sock_drain(BIO_get_data(b));
+    if (rc == 0)
+        BIO_set_retry_write(b);
+    return rc > 0 ? 1 : -1;
 }
 
 static int sock_create(BIO *b)

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#define READ_BUF (256u << 10) /* OpenSSL's read-ahead buffer per session */
+
 enum { F_CA, F_CERT, F_KEY, F_PEER, F_N };
 static const char *const env_names[F_N] = {"CONFLUX_TLS_CA", "CONFLUX_TLS_CERT", "CONFLUX_TLS_KEY",
                                            "CONFLUX_TLS_PEER_NAME"};
@@ -111,8 +113,18 @@ static int build(const char *ca, const char *cert, const char *key, SSL_CTX **ou
     if (cert && SSL_CTX_check_private_key(ctx) != 1)
         return ssl_fail(ctx, "key does not match the certificate", cert);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
-    SSL_CTX_set_num_tickets(ctx, 0); /* no resumption: every connection shows its certificate */
-    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    if (cx_tls_resume_setup(ctx) < 0) { /* tickets: see cx_tls_resume.c */
+        SSL_CTX_free(ctx);
+        return cx_err_set(ENOMEM, "tls: out of memory for a context");
+    }
+    if (SSL_CTX_set_ciphersuites(ctx, cx_tls_ciphersuites()) != 1)
+        return ssl_fail(ctx, "cipher suites for", ca);
+    /* throughput: full 16 KiB records; OpenSSL reads whole batches of records per recv
+     * (read-ahead into a buffer of READ_BUF bytes) and keeps its buffers between calls */
+    SSL_CTX_set_max_send_fragment(ctx, SSL3_RT_MAX_PLAIN_LENGTH);
+    SSL_CTX_set_read_ahead(ctx, 1);
+    SSL_CTX_set_default_read_buffer_len(ctx, READ_BUF);
+    SSL_CTX_clear_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     *out = ctx;
     return 0;

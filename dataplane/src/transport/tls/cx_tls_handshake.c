@@ -142,6 +142,10 @@ static int ssl_new(int fd, SSL_CTX *ctx, int server, const char *peer, const cha
         const char *host = *name ? name : sni; /* SNI: lets a WAN edge route by name */
         if (host && *host)
             SSL_set_tlsext_host_name(ssl, host);
+        if (cx_tls_resume_offer(ssl, peer, name) < 0) { /* a ticket from an earlier link */
+            SSL_free(ssl), free(sock), close(fd);
+            return cx_err_set(ENOMEM, "tls: %s %s: out of memory", what, peer);
+        }
     }
     *ssl_out = ssl;
     *sock_out = sock;
@@ -175,14 +179,32 @@ static int session(int fd, SSL_CTX *ctx, int server, const char *peer, const cha
         if ((rc = wait_io(fd, e, deadline)) < 0)
             goto timeout;
     }
+    if ((rc = cx_tls_resumed_check(ssl, what, peer)) < 0)
+        goto refused;
     if (server) {
         uint8_t w[CX_FRAME_HDR_SIZE];
         cx_tls_welcome_frame(w);
         for (;;) {
             ERR_clear_error();
             int r = SSL_write(ssl, w, sizeof w);
-            if (r > 0)
+            if (r > 0 && cx_tls_sock_drain(sock) > 0) /* (the BIO gathers records) */
                 break;
+            if (r > 0) { /* written into the BIO: sent once the socket takes it */
+                if (sock->err != EAGAIN && sock->err != EWOULDBLOCK) {
+                    rc = cx_err_set(sock->err, "tls: %s %s: %s", what, peer, strerror(sock->err));
+                    goto refused;
+                }
+                for (;;) {
+                    if ((rc = wait_io(fd, SSL_ERROR_WANT_WRITE, deadline)) < 0)
+                        goto timeout;
+                    if ((r = cx_tls_sock_drain(sock)) != 0)
+                        break;
+                }
+                if (r > 0)
+                    break;
+                rc = cx_err_set(sock->err, "tls: %s %s: %s", what, peer, strerror(sock->err));
+                goto refused;
+            }
             int e = SSL_get_error(ssl, r);
             if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
                 rc = cx_tls_error(ssl, r, sock, what, peer);
@@ -229,6 +251,7 @@ timeout:
                           : cx_err_set(-rc, "tls: %s %s: poll: %s", what, peer, strerror(-rc));
 refused:
     free(first);
+    cx_tls_sock_drain(sock); /* an alert OpenSSL left in the BIO */
     ERR_clear_error();
     SSL_free(ssl);
     free(sock);

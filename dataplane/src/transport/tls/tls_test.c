@@ -314,6 +314,209 @@ static int one_message(struct cx_link *a, struct cx_link *b)
     return rc < 0 ? rc : c[0] == 1 ? 0 : -ETIMEDOUT;
 }
 
+/* ---- the direct send path ---- */
+
+struct gathered { uint64_t got; int bad; size_t len; };
+static void on_gathered(void *arg, const struct cx_frame_hdr *h, const void *p, size_t n)
+{
+    struct gathered *g = arg;
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != (uint8_t)(h->seq * 13 + i))
+            g->bad = 1;
+    if (h->seq != g->got)
+        g->bad = 1;
+    g->got++;
+    g->len = n;
+}
+
+/* Frames of several pieces (shorter and longer than a record, gathered and sent from the
+ * caller's memory), sent while the receiver does not read, so the socket fills in the middle
+ * of a frame and the rest goes through the queue; the sender's buffer is overwritten after
+ * every send. Every byte must arrive, in order. */
+CX_TEST(tls_pieces_sent_direct_and_queued_arrive_whole)
+{
+    const char *why = ready();
+    if (why) CX_SKIP("%s", why);
+    struct cx_link *a = NULL, *b = NULL;
+    CX_CONF_CHECK_RC(cx_conf_pair(&cx_tls_ops, mkaddr, &a, &b));
+    static const size_t piece[] = {100, 20000, 7, 16384, 3, 70000};
+    enum { P = sizeof piece / sizeof *piece, N = 300 };
+    size_t total = 0;
+    for (int i = 0; i < P; i++) total += piece[i];
+    uint8_t *buf = malloc(total);
+    struct gathered g = {0};
+    int rc = 0, queued = 0;
+    for (uint64_t m = 0; m < N && rc >= 0; m++) {
+        for (size_t i = 0; i < total; i++) buf[i] = (uint8_t)(m * 13 + i);
+        struct iovec v[P];
+        size_t off = 0;
+        for (int i = 0; i < P; i++) {
+            v[i] = (struct iovec){buf + off, piece[i]};
+            off += piece[i];
+        }
+        struct cx_frame_hdr h = {.type = CX_FRAME_DATA, .seq = m};
+        rc = cx_link_send(b, &h, v, P);
+        if (cx_link_pending(b) > 0)
+            queued++;
+        memset(buf, 0xee, total); /* the link must not read it later */
+        if (m % 150 == 149) /* let the receiver catch up (16 MB: more than loopback buffers hold) */
+            while (rc >= 0 && cx_link_pending(b) > 0)
+                if ((rc = cx_link_progress(b, on_gathered, &g, 16)) >= 0)
+                    rc = cx_link_progress(a, on_gathered, &g, 16);
+    }
+    double t0 = cx_conf_now();
+    while (rc >= 0 && (g.got < N || cx_link_pending(b)) && cx_conf_now() - t0 < 60)
+        if ((rc = cx_link_progress(b, on_gathered, &g, 16)) >= 0)
+            rc = cx_link_progress(a, on_gathered, &g, 16);
+    fprintf(stderr, "  %d of %d frames left something queued when sent\n", queued, N);
+    free(buf);
+    cx_link_close(a);
+    cx_link_close(b);
+    CX_CHECK(rc >= 0);
+    CX_CHECK_EQ_INT(g.got, N);
+    CX_CHECK_EQ_INT(g.len, total);
+    CX_CHECK_EQ_INT(g.bad, 0);
+    CX_CHECK(queued > 0); /* the queue path was taken */
+}
+
+/* ---- resumption ---- */
+
+struct connector {
+    const char *addr;
+    struct cx_link *link;
+    int rc;
+    char err[320];
+    atomic_int done;
+};
+
+static void *connect_thread(void *p)
+{
+    struct connector *c = p;
+    c->rc = cx_tls_ops.connect(c->addr, &c->link);
+    snprintf(c->err, sizeof c->err, "%s", c->rc < 0 ? cx_errmsg() : "");
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+/* One connection to l: accepted by accept (start = 0) or by accept_start and progress, as a
+ * server engine does (start = 1). a = accepted side, b = connected side. */
+static int reconnect(struct cx_listener *l, int start, struct cx_link **a, struct cx_link **b)
+{
+    struct connector c = {.addr = cx_tls_ops.listener_addr(l)};
+    pthread_t th;
+    pthread_create(&th, NULL, connect_thread, &c);
+    int rc;
+    *a = NULL;
+    if (!start) {
+        rc = cx_tls_ops.accept(l, 10000, a);
+    } else {
+        double t0 = cx_conf_now();
+        while ((rc = cx_tls_ops.accept_start(l, 10000, a)) == -EAGAIN && cx_conf_now() - t0 < 10)
+            usleep(1000);
+        uint64_t none[2] = {0, 0};
+        while (rc >= 0 && !atomic_load(&c.done) && cx_conf_now() - t0 < 10)
+            if ((rc = cx_link_progress(*a, cx_conf_count, none, 16)) == 0)
+                usleep(200);
+    }
+    pthread_join(th, NULL);
+    if (c.rc < 0) {
+        if (*a)
+            cx_link_close(*a);
+        return cx_err_set(-c.rc, "%s", c.err);
+    }
+    if (rc < 0) {
+        if (*a)
+            cx_link_close(*a);
+        cx_link_close(c.link);
+        return rc;
+    }
+    *b = c.link;
+    return 0;
+}
+
+CX_TEST(tls_reconnect_resumes_session)
+{
+    const char *why = ready(); /* (a fresh context: no ticket kept yet) */
+    if (why) CX_SKIP("%s", why);
+    struct cx_listener *l;
+    CX_CONF_CHECK_RC(cx_tls_ops.listen("tls://127.0.0.1:0", &l));
+    /* 0: full handshake; 1: resumed (accepted by accept_start, in progress); 2: resumed
+     * again with the ticket link 1 brought; 3: after the credentials were loaded again (a
+     * new context), full */
+    for (int i = 0; i < 4; i++) {
+        if (i == 3)
+            CX_CONF_CHECK_RC(standard_config());
+        struct cx_link *a = NULL, *b = NULL;
+        int rc = reconnect(l, i == 1, &a, &b);
+        if (rc < 0)
+            cx_tls_ops.listener_close(l);
+        CX_CONF_CHECK_RC(rc);
+        int want = i == 1 || i == 2;
+        fprintf(stderr, "  connection %d: resumed %d/%d (accepted/connected), records in %s space\n",
+                i, cx_tls_link_resumed(a), cx_tls_link_resumed(b), cx_tls_link_path(b));
+        CX_CHECK_EQ_INT(cx_tls_link_resumed(a), want);
+        CX_CHECK_EQ_INT(cx_tls_link_resumed(b), want);
+        CX_CHECK_STR(cx_tls_link_path(a), "user");
+        CX_CHECK_STR(cx_tls_link_path(b), "user");
+        CX_CHECK_EQ_INT(one_message(b, a), 0); /* data flows both ways */
+        CX_CHECK_EQ_INT(one_message(a, b), 0);
+        char cn[64];
+        CX_CONF_CHECK_RC(subject_cn(a, cn, sizeof cn)); /* the peer is still known */
+        CX_CHECK_STR(cn, "node-1");
+        CX_CONF_CHECK_RC(subject_cn(b, cn, sizeof cn));
+        CX_CHECK_STR(cn, "node-1");
+        cx_link_close(a);
+        cx_link_close(b);
+    }
+    CX_CHECK_EQ_INT(cx_tls_link_resumed(NULL), -EINVAL);
+    CX_CHECK(cx_tls_link_path(NULL) == NULL);
+    cx_tls_ops.listener_close(l);
+}
+
+/* A resumed session skips the certificate exchange, not the checks that can change since:
+ * a client that resumes with a ticket from before the server's expected peer name changed
+ * (through the environment, so the server's context and ticket keys stay) is refused by the
+ * server's check of the resumed session. The client is a child forked with the ticket. */
+CX_TEST(tls_resumption_keeps_the_peer_name_check)
+{
+    const char *why = ready();
+    if (why) CX_SKIP("%s", why);
+    struct cx_tls_config c = {.ca_file = CA, .cert_file = LIVE, .key_file = LIVE_KEY};
+    setenv("CONFLUX_TLS_PEER_NAME", "conflux-test", 1);
+    CX_CONF_CHECK_RC(cx_tls_configure(&c));
+    struct cx_listener *l;
+    CX_CONF_CHECK_RC(cx_tls_ops.listen("tls://127.0.0.1:0", &l));
+    struct cx_link *a = NULL, *b = NULL;
+    int rc = reconnect(l, 0, &a, &b); /* full handshake: the client keeps a ticket */
+    if (rc == 0) {
+        cx_link_close(a);
+        cx_link_close(b);
+    }
+    CX_CHECK_EQ_INT(rc, 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) { /* still expects "conflux-test", which the server's certificate names */
+        struct cx_link *k;
+        _exit(cx_tls_ops.connect(cx_tls_ops.listener_addr(l), &k) == 0 ? 1 : 0);
+    }
+    setenv("CONFLUX_TLS_PEER_NAME", "someone-else", 1); /* the server's expectation only */
+    rc = cx_tls_ops.accept(l, 10000, &a);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", rc < 0 ? cx_errmsg() : "");
+    fprintf(stderr, "  accepting a resumed session for another peer name: %d %s\n", rc, msg);
+    if (rc == 0)
+        cx_link_close(a);
+    int status = -1;
+    waitpid(pid, &status, 0);
+    unsetenv("CONFLUX_TLS_PEER_NAME");
+    cx_tls_ops.listener_close(l);
+    CX_CONF_CHECK_RC(standard_config());
+    CX_CHECK_EQ_INT(rc, -EACCES);
+    CX_CHECK(strstr(msg, "resumed") != NULL && strstr(msg, "someone-else") != NULL);
+    CX_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0); /* the client failed too */
+}
+
 CX_TEST(tls_credentials_reloaded_on_renewal)
 {
     const char *why = ready();
