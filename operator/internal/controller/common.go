@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -31,7 +32,7 @@ const (
 	FieldOwner = "conflux-operator"
 )
 
-// CacheOptions restricts the manager's cache of Deployments, StatefulSets and Services to
+// CacheOptions restricts the manager's cache of Deployments, StatefulSets, Jobs and Services to
 // the objects the operator manages, so that it does not mirror every workload of the cluster.
 func CacheOptions() cache.Options {
 	sel := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
@@ -39,6 +40,7 @@ func CacheOptions() cache.Options {
 		&appsv1.Deployment{}:  {Label: sel},
 		&appsv1.StatefulSet{}: {Label: sel},
 		&corev1.Service{}:     {Label: sel},
+		&batchv1.Job{}:        {Label: sel},
 	}}
 }
 
