@@ -15,7 +15,19 @@ const (
 	WorkflowPlacedCondition = "Placed"
 	// WorkflowComponentsReadyCondition reports whether every component has its replicas ready.
 	WorkflowComponentsReadyCondition = "ComponentsReady"
+	// WorkflowCompleteCondition is True once every Job component completed (runPolicy
+	// Complete); on a component, once its Job completed.
+	WorkflowCompleteCondition = "Complete"
+	// WorkflowFailedCondition is True once a Job component failed, with the reason of the
+	// Job's Failed condition (e.g. BackoffLimitExceeded, DeadlineExceeded).
+	WorkflowFailedCondition = "Failed"
+	// WorkflowSuspendedCondition is True while spec.suspend is set (absent otherwise).
+	WorkflowSuspendedCondition = "Suspended"
 )
+
+// ManagedByConflux is the spec.managedBy value (or its absence) that this operator
+// reconciles; any other value leaves the Workflow to another controller.
+const ManagedByConflux = "conflux.dev/operator"
 
 // Workflow reasons.
 const (
@@ -27,10 +39,18 @@ const (
 	ReasonWaitingForDependencies = "WaitingForDependencies"
 	// ReasonComponentsNotReady: some component workloads do not have all replicas ready.
 	ReasonComponentsNotReady = "ComponentsNotReady"
+	// ReasonSuspended: spec.suspend is set; no pod runs.
+	ReasonSuspended = "Suspended"
+	// ReasonJobsComplete: every Job component completed.
+	ReasonJobsComplete = "JobsComplete"
+	// ReasonJobsRunning: some Job component has not finished.
+	ReasonJobsRunning = "JobsRunning"
+	// ReasonJobFailed: a Job failed without a reason of its own.
+	ReasonJobFailed = "JobFailed"
 )
 
 // WorkflowPhase is a one-word summary of a Workflow.
-// +kubebuilder:validation:Enum=Pending;Progressing;Running;Failed
+// +kubebuilder:validation:Enum=Pending;Progressing;Running;Succeeded;Failed
 type WorkflowPhase string
 
 const (
@@ -40,8 +60,38 @@ const (
 	WorkflowProgressing WorkflowPhase = "Progressing"
 	// WorkflowRunning: every component ready.
 	WorkflowRunning WorkflowPhase = "Running"
-	// WorkflowFailed: the reconcile failed; see the conditions.
+	// WorkflowSucceeded: runPolicy Complete and every Job component completed (final).
+	WorkflowSucceeded WorkflowPhase = "Succeeded"
+	// WorkflowFailed: a Job component failed (final), or the reconcile failed; see the
+	// conditions.
 	WorkflowFailed WorkflowPhase = "Failed"
+)
+
+// ComponentPhase is a one-word summary of a component.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed
+type ComponentPhase string
+
+const (
+	// ComponentPending: not created yet, suspended, or its pods not started.
+	ComponentPending ComponentPhase = "Pending"
+	// ComponentRunning: a service with its workload created, or a Job that started.
+	ComponentRunning ComponentPhase = "Running"
+	// ComponentSucceeded: a Job that completed (final).
+	ComponentSucceeded ComponentPhase = "Succeeded"
+	// ComponentFailed: a Job that failed (final).
+	ComponentFailed ComponentPhase = "Failed"
+)
+
+// RunPolicy says when a Workflow is finished.
+// +kubebuilder:validation:Enum=Continuous;Complete
+type RunPolicy string
+
+const (
+	// RunContinuous: the Workflow runs until deleted; Job components run once each.
+	RunContinuous RunPolicy = "Continuous"
+	// RunComplete: the Workflow finishes when all its Job components completed (Succeeded)
+	// or one failed (Failed); its Deployments and StatefulSets are then scaled to zero.
+	RunComplete RunPolicy = "Complete"
 )
 
 // AnyFastFabric as a component's fabric asks for any fabric that joins its peers.
@@ -56,12 +106,14 @@ const (
 )
 
 // WorkloadKind is the kind of the object created for a component.
-// +kubebuilder:validation:Enum=Deployment;StatefulSet
+// +kubebuilder:validation:Enum=Deployment;StatefulSet;Job
 type WorkloadKind string
 
 const (
 	WorkloadDeployment  WorkloadKind = "Deployment"
 	WorkloadStatefulSet WorkloadKind = "StatefulSet"
+	// WorkloadJob: a batch/v1 Job, run to completion once.
+	WorkloadJob WorkloadKind = "Job"
 )
 
 // RestartPolicy of a Workflow, passed to every sidecar: Always resumes pipe readers from
@@ -70,6 +122,8 @@ const (
 type RestartPolicy string
 
 // WorkflowSpec is the desired state of a Workflow.
+// +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",message="managedBy is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(self.runPolicy) || self.runPolicy != 'Complete' || self.components.exists(c, has(c.workload) && c.workload == 'Job')",message="runPolicy Complete needs at least one Job component: the Workflow finishes when its Jobs complete"
 type WorkflowSpec struct {
 	// Components of the workflow; names are unique.
 	// +kubebuilder:validation:MinItems=1
@@ -82,12 +136,32 @@ type WorkflowSpec struct {
 	// +kubebuilder:default=Always
 	// +optional
 	RestartPolicy RestartPolicy `json:"restartPolicy,omitempty"`
+
+	// RunPolicy: Continuous (the default) runs until deleted; Complete finishes the
+	// Workflow when its Job components completed, then scales its services to zero.
+	// +kubebuilder:default=Continuous
+	// +optional
+	RunPolicy RunPolicy `json:"runPolicy,omitempty"`
+
+	// Suspend: no pod runs while true. Job components are created (or set) suspended,
+	// Deployments and StatefulSets get zero replicas; false resumes them (Kueue's convention).
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// ManagedBy names the controller that reconciles this Workflow; empty or
+	// "conflux.dev/operator" is this operator, anything else is left alone. Immutable.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	ManagedBy string `json:"managedBy,omitempty"`
 }
 
-// Component is one program of a workflow, run as a Deployment or a StatefulSet.
+// Component is one program of a workflow, run as a Deployment, a StatefulSet or a Job.
 // +kubebuilder:validation:XValidation:rule="!has(self.inputs) || !has(self.outputs) || !self.inputs.exists(i, i in self.outputs)",messageExpression="'component ' + self.name + ' reads its own output ' + self.inputs.filter(i, i in self.outputs)[0]"
 // +kubebuilder:validation:XValidation:rule="!has(self.dependsOn) || !(self.name in self.dependsOn)",message="a component cannot depend on itself"
 // +kubebuilder:validation:XValidation:rule="!has(self.placement) || !has(self.placement.colocateWith) || !(self.name in self.placement.colocateWith)",message="a component cannot colocate with itself"
+// +kubebuilder:validation:XValidation:rule="(has(self.workload) && self.workload == 'Job') || !(has(self.completions) || has(self.parallelism) || has(self.backoffLimit) || has(self.activeDeadlineSeconds) || has(self.ttlSecondsAfterFinished))",messageExpression="'component ' + self.name + ': completions, parallelism, backoffLimit, activeDeadlineSeconds and ttlSecondsAfterFinished apply to a Job component only (workload: Job)'"
+// +kubebuilder:validation:XValidation:rule="!has(self.workload) || self.workload != 'Job' || !has(self.template.spec) || !has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy != 'Always'",messageExpression="'component ' + self.name + ': a Job component restarts its pods Never or OnFailure, not Always'"
+// +kubebuilder:validation:XValidation:rule="!has(self.workload) || self.workload != 'Job' || !has(self.replicas) || self.replicas == 1",messageExpression="'component ' + self.name + ': a Job component has no replicas; set parallelism and completions'"
 type Component struct {
 	// Name of the component, a DNS label.
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
@@ -137,6 +211,28 @@ type Component struct {
 	// +listType=set
 	// +optional
 	DependsOn []string `json:"dependsOn,omitempty"`
+
+	// Completions of a Job component (batch/v1 Job spec.completions).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Completions *int32 `json:"completions,omitempty"`
+	// Parallelism of a Job component (batch/v1 Job spec.parallelism).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Parallelism *int32 `json:"parallelism,omitempty"`
+	// BackoffLimit of a Job component: retries before it fails (batch/v1 default 6).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+	// ActiveDeadlineSeconds of a Job component: it fails (DeadlineExceeded) once running longer.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+	// TTLSecondsAfterFinished of a Job component: the Job is deleted this long after it
+	// finished; the component's status keeps its outcome and it is not run again.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // Placement hints of a component.
@@ -174,6 +270,20 @@ type ComponentStatus struct {
 	// Message in prose.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Phase of the component.
+	// +optional
+	Phase ComponentPhase `json:"phase,omitempty"`
+	// StartTime: when its workload was created (a Job: when it started).
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime: when its Job completed or failed.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// Conditions of a Job component: Complete or Failed, with the Job's reason and message.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // WorkflowStatus is the observed state of a Workflow.
@@ -186,10 +296,17 @@ type WorkflowStatus struct {
 	// +listMapKey=name
 	// +optional
 	Components []ComponentStatus `json:"components,omitempty"`
+	// StartTime: when its first workload was created while not suspended.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime: when it became Succeeded or Failed because of its Jobs.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 	// ObservedGeneration is the generation last reconciled successfully.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, ChannelsResolved, Placed, ComponentsReady.
+	// Conditions: Ready, ChannelsResolved, Placed, ComponentsReady, Complete, Failed,
+	// Suspended.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -4,7 +4,9 @@ import (
 	"context"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -32,6 +34,15 @@ type componentState struct {
 	replicas, ready int32
 	created         bool     // the workload exists
 	waitingFor      []string // dependsOn components not ready yet
+	job             *jobOutcome
+}
+
+// satisfied: a component that depends on this one may start (a Job: it completed).
+func (st *componentState) satisfied() bool {
+	if st.job != nil {
+		return st.job.phase == conflux.ComponentSucceeded
+	}
+	return st.created && st.ready >= st.replicas
 }
 
 // workflowScope is what the phases of one Workflow reconcile share.
@@ -41,7 +52,10 @@ type workflowScope struct {
 	fabrics         map[string]*conflux.Fabric
 	decisions       map[string]placement.Decision
 	components      map[string]*componentState
-	err             error
+	// finished: runPolicy Complete and the Jobs are done; services scale to zero.
+	finished bool
+	now      metav1.Time
+	err      error
 }
 
 // workflows/finalizers: the workloads' owner references block the Workflow's deletion
@@ -52,6 +66,8 @@ type workflowScope struct {
 // +kubebuilder:rbac:groups=conflux.dev,resources=channels,verbs=get;list;watch
 // +kubebuilder:rbac:groups=conflux.dev,resources=fabrics,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;delete
 
 // Reconcile brings one Workflow to its desired state. Workloads are owned by the Workflow,
 // so deleting it deletes them; no finalizer is needed.
@@ -60,11 +76,11 @@ func (r *WorkflowReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	if err := r.Get(ctx, req.NamespacedName, wf); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !wf.DeletionTimestamp.IsZero() {
+	if !wf.DeletionTimestamp.IsZero() || !managedByConflux(wf) {
 		return ctrl.Result{}, nil
 	}
 	base := wf.DeepCopy()
-	s := &workflowScope{workflow: wf, components: map[string]*componentState{}}
+	s := &workflowScope{workflow: wf, components: map[string]*componentState{}, now: metav1.Now()}
 	defer func() {
 		s.err = retErr
 		updateWorkflowStatus(s)
@@ -93,6 +109,8 @@ func (r *WorkflowReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.
 		For(&conflux.Workflow{}, builder.WithPredicates(specChanged)).
 		Owns(&appsv1.Deployment{}).
 		Owns(&appsv1.StatefulSet{}).
+		Owns(&batchv1.Job{}).
+		Owns(&corev1.Service{}).
 		Watches(&conflux.Channel{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return requestsFor(ctx, r, &conflux.WorkflowList{}, client.InNamespace(o.GetNamespace()),
 				client.MatchingFields{workflowChannelIndex: o.GetName()})
@@ -104,4 +122,10 @@ func (r *WorkflowReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.
 		WithOptions(opts).
 		Named("workflow").
 		Complete(r)
+}
+
+// managedByConflux: spec.managedBy is empty or names this operator; any other controller's
+// Workflow is not touched (not even its status).
+func managedByConflux(wf *conflux.Workflow) bool {
+	return wf.Spec.ManagedBy == "" || wf.Spec.ManagedBy == conflux.ManagedByConflux
 }

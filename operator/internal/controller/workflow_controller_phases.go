@@ -6,8 +6,10 @@ import (
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -77,9 +79,15 @@ func (r *WorkflowReconciler) place(ctx context.Context, s *workflowScope) (bool,
 }
 
 // reconcileWorkloads creates or updates the workload of every component whose dependencies
-// are ready, in spec order, and records the replicas of each.
+// are ready (a Job: completed), in spec order, and records the replicas of each. A Job that
+// finished is never run again, even once deleted; a finished Workflow (runPolicy Complete)
+// creates nothing more and keeps its services at zero replicas.
 func (r *WorkflowReconciler) reconcileWorkloads(ctx context.Context, s *workflowScope) (bool, error) {
 	wf := s.workflow
+	prev := map[string]*conflux.ComponentStatus{}
+	for i := range wf.Status.Components {
+		prev[wf.Status.Components[i].Name] = &wf.Status.Components[i]
+	}
 	// First observe every existing workload, so dependsOn can be judged.
 	for _, c := range wf.Spec.Components {
 		st := &componentState{replicas: replicasOf(c)}
@@ -89,25 +97,45 @@ func (r *WorkflowReconciler) reconcileWorkloads(ctx context.Context, s *workflow
 		switch {
 		case err == nil:
 			st.created, st.ready = true, readyReplicas(obj)
+			if j, ok := obj.(*batchv1.Job); ok {
+				st.job = outcomeOfJob(j)
+			}
 		case !apierrors.IsNotFound(err):
 			return true, err
+		}
+		if workloadKind(c) == conflux.WorkloadJob && !st.job.final() {
+			if o := outcomeOfStatus(prev[c.Name]); o != nil {
+				st.job, st.created = o, true // finished, then deleted (TTL): not run again
+			}
+		}
+	}
+	s.finished = wf.Status.CompletionTime != nil && wf.Spec.RunPolicy == conflux.RunComplete || workflowJobsDone(s)
+	for _, c := range wf.Spec.Components {
+		if workloadKind(c) != conflux.WorkloadJob && (wf.Spec.Suspend || s.finished) {
+			s.components[c.Name].replicas = 0 // wanted: none
 		}
 	}
 	for _, c := range wf.Spec.Components {
 		st := s.components[c.Name]
 		for _, d := range c.DependsOn {
-			if ds, ok := s.components[d]; !ok || !ds.created || ds.ready < ds.replicas {
+			if ds, ok := s.components[d]; !ok || !ds.satisfied() {
 				st.waitingFor = append(st.waitingFor, d)
 			}
 		}
-		if len(st.waitingFor) > 0 && !st.created {
+		if (len(st.waitingFor) > 0 || s.finished) && !st.created {
 			continue // never created yet: wait; once created it is kept up to date
+		}
+		if st.job.final() {
+			continue // a finished Job is left as it is
 		}
 		obj, err := r.applyWorkload(ctx, s, c)
 		if err != nil {
 			return true, fmt.Errorf("component %s: %w", c.Name, err)
 		}
 		st.created, st.ready = true, readyReplicas(obj)
+		if j, ok := obj.(*batchv1.Job); ok {
+			st.job = outcomeOfJob(j)
+		}
 	}
 	return false, nil
 }
@@ -118,8 +146,14 @@ func (r *WorkflowReconciler) applyWorkload(ctx context.Context, s *workflowScope
 	selector := &metav1.LabelSelector{MatchLabels: map[string]string{conflux.WorkflowLabel: wf.Name, conflux.ComponentLabel: c.Name}}
 	labels := managedLabels(map[string]string{conflux.WorkflowLabel: wf.Name, conflux.ComponentLabel: c.Name})
 	key := client.ObjectKey{Namespace: wf.Namespace, Name: WorkloadName(wf.Name, c.Name)}
-	replicas := replicasOf(c)
-	if c.Workload == conflux.WorkloadStatefulSet {
+	replicas := s.components[c.Name].replicas
+	switch workloadKind(c) {
+	case conflux.WorkloadJob:
+		return r.applyJob(ctx, s, c, key, labels, tpl)
+	case conflux.WorkloadStatefulSet:
+		if err := r.applyHeadlessService(ctx, wf, key, labels, selector.MatchLabels); err != nil {
+			return nil, fmt.Errorf("headless service: %w", err)
+		}
 		sts, _, err := applyOwned(ctx, r.Client, key, func() *appsv1.StatefulSet { return &appsv1.StatefulSet{} }, func(sts *appsv1.StatefulSet) error {
 			sts.Labels = labels
 			if sts.CreationTimestamp.IsZero() {
@@ -164,7 +198,8 @@ func (r *WorkflowReconciler) podTemplate(s *workflowScope, c conflux.Component) 
 	return tpl
 }
 
-// deleteOrphans removes workloads of components no longer in the spec, or of the other kind.
+// deleteOrphans removes workloads of components no longer in the spec, or of another kind,
+// and the headless Services of components that are no longer StatefulSets.
 func (r *WorkflowReconciler) deleteOrphans(ctx context.Context, s *workflowScope) (bool, error) {
 	wf := s.workflow
 	want := map[string]conflux.WorkloadKind{}
@@ -172,52 +207,64 @@ func (r *WorkflowReconciler) deleteOrphans(ctx context.Context, s *workflowScope
 		want[c.Name] = workloadKind(c)
 	}
 	sel := client.MatchingLabels{conflux.WorkflowLabel: wf.Name, ManagedByLabel: ManagedByValue}
-	var deps appsv1.DeploymentList
-	var stss appsv1.StatefulSetList
-	if err := r.List(ctx, &deps, client.InNamespace(wf.Namespace), sel); err != nil {
-		return true, err
+	// Each owned kind and the component kind it belongs to (a Service: a StatefulSet's).
+	lists := []struct {
+		list  client.ObjectList
+		owner conflux.WorkloadKind
+	}{
+		{&appsv1.DeploymentList{}, conflux.WorkloadDeployment},
+		{&appsv1.StatefulSetList{}, conflux.WorkloadStatefulSet},
+		{&corev1.ServiceList{}, conflux.WorkloadStatefulSet},
+		{&batchv1.JobList{}, conflux.WorkloadJob},
 	}
-	if err := r.List(ctx, &stss, client.InNamespace(wf.Namespace), sel); err != nil {
-		return true, err
-	}
-	var stale []client.Object
-	for i := range deps.Items {
-		if want[deps.Items[i].Labels[conflux.ComponentLabel]] != conflux.WorkloadDeployment && metav1.IsControlledBy(&deps.Items[i], wf) {
-			stale = append(stale, &deps.Items[i])
-		}
-	}
-	for i := range stss.Items {
-		if want[stss.Items[i].Labels[conflux.ComponentLabel]] != conflux.WorkloadStatefulSet && metav1.IsControlledBy(&stss.Items[i], wf) {
-			stale = append(stale, &stss.Items[i])
-		}
-	}
-	for _, o := range stale {
-		if err := r.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+	for _, l := range lists {
+		if err := r.List(ctx, l.list, client.InNamespace(wf.Namespace), sel); err != nil {
 			return true, err
+		}
+		items, err := meta.ExtractList(l.list)
+		if err != nil {
+			return true, err
+		}
+		for _, item := range items {
+			o := item.(client.Object)
+			if want[o.GetLabels()[conflux.ComponentLabel]] == l.owner || !metav1.IsControlledBy(o, wf) {
+				continue
+			}
+			if err := deleteBackground(ctx, r.Client, o); err != nil {
+				return true, err
+			}
 		}
 	}
 	return false, nil
 }
 
 func workloadKind(c conflux.Component) conflux.WorkloadKind {
-	if c.Workload == conflux.WorkloadStatefulSet {
-		return conflux.WorkloadStatefulSet
+	if c.Workload == conflux.WorkloadStatefulSet || c.Workload == conflux.WorkloadJob {
+		return c.Workload
 	}
 	return conflux.WorkloadDeployment
 }
 
 func emptyWorkload(c conflux.Component) client.Object {
-	if workloadKind(c) == conflux.WorkloadStatefulSet {
+	switch workloadKind(c) {
+	case conflux.WorkloadStatefulSet:
 		return &appsv1.StatefulSet{}
+	case conflux.WorkloadJob:
+		return &batchv1.Job{}
 	}
 	return &appsv1.Deployment{}
 }
 
+// replicasOf is a service's replicas, or a Job's parallelism (batch/v1 default 1).
 func replicasOf(c conflux.Component) int32 {
-	if c.Replicas == nil {
+	n := c.Replicas
+	if workloadKind(c) == conflux.WorkloadJob {
+		n = c.Parallelism
+	}
+	if n == nil {
 		return 1
 	}
-	return *c.Replicas
+	return *n
 }
 
 func readyReplicas(o client.Object) int32 {
@@ -226,6 +273,10 @@ func readyReplicas(o client.Object) int32 {
 		return w.Status.ReadyReplicas
 	case *appsv1.StatefulSet:
 		return w.Status.ReadyReplicas
+	case *batchv1.Job:
+		if w.Status.Ready != nil {
+			return *w.Status.Ready
+		}
 	}
 	return 0
 }

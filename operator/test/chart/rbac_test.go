@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -127,7 +128,11 @@ func TestOperatorWorksWithTheChartsRBAC(t *testing.T) {
 	}
 	g.Expect(admin.Create(ctx, &conflux.Workflow{ObjectMeta: metav1.ObjectMeta{Name: "wf", Namespace: ns}, Spec: conflux.WorkflowSpec{
 		Components: []conflux.Component{{Name: "ana", Inputs: []string{"c"},
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}}}}}}}})).To(Succeed())
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}}}}},
+			{Name: "db", Workload: conflux.WorkloadStatefulSet,
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}}}}},
+			{Name: "step", Workload: conflux.WorkloadJob,
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}}}}}}}})).To(Succeed())
 
 	const wait = 30 * time.Second
 	g.Eventually(func(g Gomega) {
@@ -147,6 +152,12 @@ func TestOperatorWorksWithTheChartsRBAC(t *testing.T) {
 		var dep appsv1.Deployment
 		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "wf-ana"}, &dep)).To(Succeed())
 		g.Expect(blocksOwnerDeletion(dep.OwnerReferences, "Workflow")).To(BeTrue(), "the workload blocks its Workflow's deletion")
+		var job batchv1.Job
+		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "wf-step"}, &job)).To(Succeed())
+		g.Expect(blocksOwnerDeletion(job.OwnerReferences, "Workflow")).To(BeTrue(), "the Job blocks its Workflow's deletion")
+		var headless corev1.Service
+		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "wf-db"}, &headless)).To(Succeed())
+		g.Expect(blocksOwnerDeletion(headless.OwnerReferences, "Workflow")).To(BeTrue(), "the headless Service blocks its Workflow's deletion")
 		var sts appsv1.StatefulSet
 		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s"}, &sts)).To(Succeed())
 		g.Expect(blocksOwnerDeletion(sts.OwnerReferences, "Space")).To(BeTrue(), "the space server blocks its Space's deletion")
