@@ -1,10 +1,13 @@
-/* Numeric element conversion (cx_conv.h): the per-element reference and the kernel table.
+/* Numeric element conversion (cx_conv.h): the kernel table (the reference the kernels
+ * must match is cx_conv_ref.c).
  *
  * Every kernel is the same simple loop (load with or without byte swap, convert, store),
  * stamped out by the X-macros below for each (source type, target type, swap) and for each
  * instruction-set variant. The loops are written so the compiler vectorises them: unaligned
  * loads and stores through memcpy, restrict pointers, and every range rule as a select
- * (clamp first, then an always-defined conversion) rather than a branch. The file is
+ * (clamp first, then an always-defined conversion) rather than a branch; float to integer
+ * converts a block of 256 in the source's precision and redoes the block by the exact
+ * rules when a value in it is out of that fast range. The file is
  * compiled with -O3 (module.mk): GCC's -O2 cost model ("very cheap") leaves loops with a
  * remainder unvectorised. x86-64 GCC builds also stamp AVX2 and AVX-512 variants
  * (function target attributes, one table each) and pick one at run time from the CPU:
@@ -135,22 +138,94 @@ static inline float d2f(double v)
 #define CAT4_(a, b, c, d) a##b##c##d
 #define CV(S, D) CAT4(CV_, SC_##S, _, DC_##D)
 
+/* Float to integer, fast path: the conversion in the source's own precision and in the
+ * narrowest integer that holds every result of the target (FT), for values in its range
+ * (|x| < FB; unsigned targets clamp x <= 0 and NaN to 0 first); a block with any value
+ * out of that range (rare: NaN, huge) is done again by the exact rules. */
+#define FT_i8 int32_t
+#define FT_i16 int32_t
+#define FT_i32 int32_t
+#define FT_i64 int64_t
+#define FT_u8 int32_t
+#define FT_u16 int32_t
+#define FT_u32 uint32_t
+#define FT_u64 uint64_t
+#define FB_i8 0x1p31
+#define FB_i16 0x1p31
+#define FB_i32 0x1p31
+#define FB_i64 0x1p63
+#define FB_u8 0x1p31
+#define FB_u16 0x1p31
+#define FB_u32 0x1p32
+#define FB_u64 0x1p64
+#define FAST_I(S, D, x, y, bad)                                                            \
+    {                                                                                      \
+        CT_##S a_ = x < 0 ? -x : x;                                                        \
+        bad |= !(a_ < (CT_##S)FB_##D); /* NaN too */                                       \
+        y = (ST_##D)(FT_##D)(a_ < (CT_##S)FB_##D ? x : 0);                                 \
+    }
+#define FAST_U(S, D, x, y, bad)                                                            \
+    {                                                                                      \
+        bad |= !(x < (CT_##S)FB_##D); /* NaN too */                                        \
+        CT_##S c_ = x < (CT_##S)FB_##D ? x : 0;                                            \
+        c_ = c_ > 0 ? c_ : 0;                                                              \
+        y = (ST_##D)(FT_##D)c_;                                                            \
+    }
+
+#define LOAD(S, SW, p, x)                                                                  \
+    CT_##S x;                                                                              \
+    {                                                                                      \
+        UT_##S u_;                                                                         \
+        memcpy(&u_, p, sizeof u_);                                                         \
+        if (SW)                                                                            \
+            u_ = BS_##S(u_);                                                               \
+        memcpy(&x, &u_, sizeof x);                                                         \
+    }
+#define EXACT(S, D, SW, s, d, n)                                                           \
+    for (size_t i = 0; i < n; i++) {                                                       \
+        LOAD(S, SW, s + i * sizeof(CT_##S), x)                                             \
+        ST_##D y = CV(S, D)(x, ST_##D);                                                    \
+        memcpy(d + i * sizeof y, &y, sizeof y);                                            \
+    }
+#define KB_PLAIN(S, D, SW) EXACT(S, D, SW, s, d, n)
+#define KB_BLOCKED(S, D, SW, FAST)                                                         \
+    for (size_t b = 0; b < n; b += 256) {                                                  \
+        size_t m = n - b < 256 ? n - b : 256;                                              \
+        const uint8_t *sb = s + b * sizeof(CT_##S);                                        \
+        uint8_t *db = d + b * sizeof(ST_##D);                                              \
+        int bad = 0;                                                                       \
+        for (size_t i = 0; i < m; i++) {                                                   \
+            LOAD(S, SW, sb + i * sizeof(CT_##S), x)                                        \
+            ST_##D y;                                                                      \
+            FAST(S, D, x, y, bad)                                                          \
+            memcpy(db + i * sizeof y, &y, sizeof y);                                       \
+        }                                                                                  \
+        if (bad)                                                                           \
+            EXACT(S, D, SW, sb, db, m)                                                     \
+    }
+#define KB_F2I(S, D, SW) KB_BLOCKED(S, D, SW, FAST_I)
+#define KB_F2U(S, D, SW) KB_BLOCKED(S, D, SW, FAST_U)
+/* KB_<source class>_<target class>: the loop each pair runs */
+#define KB_I_I KB_PLAIN
+#define KB_I_U KB_PLAIN
+#define KB_U_I KB_PLAIN
+#define KB_U_U KB_PLAIN
+#define KB_I_F4 KB_PLAIN
+#define KB_U_F4 KB_PLAIN
+#define KB_I_F8 KB_PLAIN
+#define KB_U_F8 KB_PLAIN
+#define KB_F_F4 KB_PLAIN
+#define KB_F_F8 KB_PLAIN
+#define KB_F_I KB_F2I
+#define KB_F_U KB_F2U
+
 #define KNAME(ISA, S, D, SW) k_##ISA##_##S##_##D##_##SW
 
 #define KERNEL(S, D, SW, ISA, ATTR)                                                        \
     ATTR static void KNAME(ISA, S, D, SW)(const uint8_t *restrict s, uint8_t *restrict d,  \
                                           size_t n)                                        \
     {                                                                                      \
-        for (size_t i = 0; i < n; i++) {                                                   \
-            UT_##S u;                                                                      \
-            memcpy(&u, s + i * sizeof u, sizeof u);                                        \
-            if (SW)                                                                        \
-                u = BS_##S(u);                                                             \
-            CT_##S x;                                                                      \
-            memcpy(&x, &u, sizeof x);                                                      \
-            ST_##D y = CV(S, D)(x, ST_##D);                                                \
-            memcpy(d + i * sizeof y, &y, sizeof y);                                        \
-        }                                                                                  \
+        CAT4(KB_, SC_##S, _, DC_##D)(S, D, SW)                                             \
     }
 #define KPAIR(D, S, ISA, ATTR) KERNEL(S, D, 0, ISA, ATTR) KERNEL(S, D, 1, ISA, ATTR)
 #define KROW(S, ISA, ATTR) FOR_DST(KPAIR, S, ISA, ATTR)
