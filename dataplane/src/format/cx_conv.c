@@ -126,17 +126,37 @@ static inline float d2f(double v)
 #define CV_I_U(x, T) ((T)(x))
 #define CV_U_I(x, T) ((T)(x))
 #define CV_U_U(x, T) ((T)(x))
-#define CV_I_F4(x, T) ((float)(double)(x))
+#define CV_I_F4(x, T) ((float)(double)(x)) /* (float)x may round differently for 64 bits */
 #define CV_U_F4(x, T) ((float)(double)(x))
+#define CV32_I_F4(x, T) ((float)(x))        /* exact through double: the same, one step */
+#define CV32_U_F4(x, T) ((float)(x))
 #define CV_I_F8(x, T) ((double)(x))
 #define CV_U_F8(x, T) ((double)(x))
 #define CV_F_I(x, T) ((T)f2s((double)(x)))
 #define CV_F_U(x, T) ((T)f2u((double)(x)))
 #define CV_F_F4(x, T) d2f((double)(x))
 #define CV_F_F8(x, T) ((double)(x))
+#define CV32_I_I CV_I_I
+#define CV32_I_U CV_I_U
+#define CV32_U_I CV_U_I
+#define CV32_U_U CV_U_U
+#define CV32_I_F8 CV_I_F8
+#define CV32_U_F8 CV_U_F8
 #define CAT4(a, b, c, d) CAT4_(a, b, c, d)
 #define CAT4_(a, b, c, d) a##b##c##d
-#define CV(S, D) CAT4(CV_, SC_##S, _, DC_##D)
+/* CVP_<type>: the CV family of a source type (sources of up to 32 bits convert to float
+ * in one step) */
+#define CVP_i8 CV32_
+#define CVP_i16 CV32_
+#define CVP_i32 CV32_
+#define CVP_i64 CV_
+#define CVP_u8 CV32_
+#define CVP_u16 CV32_
+#define CVP_u32 CV32_
+#define CVP_u64 CV_
+#define CVP_f32 CV_
+#define CVP_f64 CV_
+#define CV(S, D) CAT4(CVP_##S, SC_##S, _, DC_##D)
 
 /* Float to integer, fast path: the conversion in the source's own precision and in the
  * narrowest integer that holds every result of the target (FT), for values in its range
