@@ -11,7 +11,9 @@
  * compiled with -O3 (module.mk): GCC's -O2 cost model ("very cheap") leaves loops with a
  * remainder unvectorised. x86-64 GCC builds also stamp AVX2 and AVX-512 variants
  * (function target attributes, one table each) and pick one at run time from the CPU:
- * AVX-512DQ has the packed int64 <-> double conversions the baseline lacks. */
+ * AVX-512DQ has the packed int64 <-> double conversions the baseline lacks. The AVX-512
+ * variant uses 512-bit vectors (GCC's choice for that target): with prefer-vector-width=256
+ * twice as many pairs were over 1.5x a 1 KB memcpy on the AMD EPYC we measured. */
 #include "format/cx_conv.h"
 
 #include <float.h>
