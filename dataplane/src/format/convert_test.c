@@ -7,6 +7,7 @@
 #include "format/cx_format_registry.h"
 #include "format/cx_plan.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stddef.h>
 
@@ -288,6 +289,205 @@ CX_TEST(numeric_conversions)
     CX_CHECK(r->i == -100.0);
     CX_CHECK_EQ_INT(r->u, 0xff);
     CX_CHECK_EQ_INT(r->b, 1);
+}
+
+/* ---- element kernels: every numeric pair against the per-element reference ---- */
+
+struct ntype { uint8_t kind; uint32_t size; const char *name; };
+static const struct ntype ntypes[] = {
+    {CX_K_INT, 1, "int8"},   {CX_K_INT, 2, "int16"},  {CX_K_INT, 4, "int32"},
+    {CX_K_INT, 8, "int64"},  {CX_K_UINT, 1, "uint8"}, {CX_K_UINT, 2, "uint16"},
+    {CX_K_UINT, 4, "uint32"}, {CX_K_UINT, 8, "uint64"}, {CX_K_FLOAT, 4, "float"},
+    {CX_K_FLOAT, 8, "double"}, {CX_K_ENUM, 4, "enum"}, {CX_K_CHAR, 1, "char"},
+    {CX_K_BOOL, 1, "bool"},
+};
+#define NNUM 10 /* the first ten: every one must have a kernel to every other */
+#define NTYPES (sizeof ntypes / sizeof ntypes[0])
+
+/* Edge values of each type, as doubles or integers written in the host's order. */
+static const double fedge[] = {
+    0.0, -0.0, 0.5, -0.5, 1.5, -1.5, -3.75, 127.5, 128.0, -128.5, 255.9, 256.0, 32767.5,
+    -32768.9, 65535.0, 65536.0, 2147483647.0, 2147483648.0, -2147483648.0, -2147483649.0,
+    4294967295.0, 4294967296.0, 1e10, -1e10, 0x1p52, -0x1p52, 0x1p53 + 2, 0x1.fffffffffffffp62,
+    0x1p63, -0x1p63, -0x1.0000000000001p63, 0x1.fffffffffffffp63, 0x1p64, -0x1p64, 1e19,
+    2e19, 1e30, -1e30, 3.4028234663852886e38, 3.4028235677973366e38, 3.4028236e38, -3.4028236e38,
+    0x1.fffffe8p127, -0x1.fffffe8p127, /* above FLT_MAX yet rounding to it: infinity */
+    1e300, -1e300, 1e-300, 1e-45, 5e-324, INFINITY, -INFINITY, NAN, -NAN};
+static const uint64_t iedge[] = {
+    0, 1, 2, 0x7f, 0x80, 0xff, 0x100, 0x7fff, 0x8000, 0xffff, 0x10000, 0x7fffffff, 0x80000000,
+    0xffffffff, 0x100000000ull, 0x7fffffffffffffffull, 0x8000000000000000ull,
+    0xffffffffffffffffull, 0xfffffffffffffffeull, 0x20000000000001ull, 0x1000001,
+    0x123456789abcdef0ull, 0xfedcba9876543210ull, 0x8000000000000001ull, 0x7ffffffffffffc00ull,
+    0xfffffffffffff800ull, 0xfffffffffffffc00ull, 0xffffff80ull, 0xff80, 0x4b000001,
+    0x1000001000000001ull, 0x8000010000000001ull, /* (float)(double)v != (float)v */
+};
+
+static void put_value(uint8_t *p, const struct ntype *t, unsigned i, bool swap)
+{
+    uint64_t u;
+    if (t->kind == CX_K_FLOAT) {
+        double d = fedge[i % (sizeof fedge / sizeof fedge[0])];
+        if (i / (sizeof fedge / sizeof fedge[0]) % 2)
+            d = -d * 0.75 + (double)i; /* more values between the edges */
+        if (t->size == 4) {
+            float f = (float)d;
+            uint32_t x;
+            memcpy(&x, &f, 4);
+            u = x;
+        } else {
+            memcpy(&u, &d, 8);
+        }
+    } else {
+        u = iedge[i % (sizeof iedge / sizeof iedge[0])];
+        if (i / (sizeof iedge / sizeof iedge[0]) % 2)
+            u = ~u + i; /* the negatives too */
+    }
+    if (swap)
+        u = t->size == 2 ? __builtin_bswap16((uint16_t)u) : t->size == 4 ? __builtin_bswap32((uint32_t)u)
+          : t->size == 8 ? __builtin_bswap64(u) : u;
+    cx__store_u(p, t->size, u);
+}
+
+/* Every (source, target, swap) pair in every kernel variant this CPU runs, against the
+ * reference: unaligned starts, lengths around every vector width, edge values (NaN,
+ * infinities, out of range both ways, negatives, byte-swapped); a byte written outside
+ * the target, or any byte differing from the reference, fails. */
+CX_TEST(element_kernels_match_the_reference_for_every_pair)
+{
+    static const unsigned lens[] = {0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 129, 300};
+    static const unsigned offs[][2] = {{0, 0}, {1, 3}, {3, 1}, {7, 5}, {4, 8}};
+    static uint8_t src[300 * 8 + 16], want[300 * 8 + 32], got[300 * 8 + 32];
+    int variants = 0;
+    for (int isa = 0; isa < CX__ISA_COUNT; isa++) {
+        if (!cx__conv_isa_ok((enum cx__isa)isa))
+            continue;
+        variants++;
+        fprintf(stderr, "  kernel variant %s\n", cx__conv_isa_name((enum cx__isa)isa));
+        for (unsigned a = 0; a < NTYPES; a++)
+            for (unsigned b = 0; b < NTYPES; b++)
+                for (int sw = 0; sw < 2; sw++) {
+                    const struct ntype *S = &ntypes[a], *D = &ntypes[b];
+                    cx__conv_fn k = cx__conv_kernel_isa((enum cx__isa)isa, S->kind, S->size,
+                                                        sw, D->kind, D->size);
+                    if (D->kind == CX_K_BOOL && S->kind != CX_K_BOOL) {
+                        CX_CHECK(k == NULL); /* v != 0: the reference's alone */
+                        continue;
+                    }
+                    if (!k)
+                        fprintf(stderr, "  no kernel %s -> %s swap %d\n", S->name, D->name, sw);
+                    CX_CHECK(k != NULL);
+                    for (unsigned o = 0; o < sizeof offs / sizeof offs[0]; o++)
+                        for (unsigned l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+                            unsigned n = lens[l], so = offs[o][0], dof = offs[o][1];
+                            for (unsigned i = 0; i < n; i++)
+                                put_value(src + so + i * S->size, S, i + 7 * l + o, sw);
+                            memset(want, 0xA5, sizeof want);
+                            memset(got, 0xA5, sizeof got);
+                            cx__conv_ref(S->kind, S->size, sw, D->kind, D->size, src + so,
+                                         want + dof, n);
+                            k(src + so, got + dof, n);
+                            if (memcmp(want, got, sizeof got)) {
+                                unsigned at = 0;
+                                while (want[at] == got[at])
+                                    at++;
+                                fprintf(stderr, "  %s: %s -> %s swap %d, n %u, offsets %u/%u: "
+                                        "byte %u (element %d) differs\n",
+                                        cx__conv_isa_name((enum cx__isa)isa), S->name, D->name,
+                                        sw, n, so, dof, at, (int)(at - dof) / (int)D->size);
+                            }
+                            CX_CHECK(!memcmp(want, got, sizeof got));
+                        }
+                }
+    }
+    CX_CHECK(variants >= 1);
+}
+
+/* The reference itself on values worked out by hand (so a change of rules shows here). */
+CX_TEST(reference_rules_clamp_truncate_and_round)
+{
+    uint8_t s[8], d[8];
+    double v = -3.75;
+    memcpy(s, &v, 8);
+    cx__conv_ref(CX_K_FLOAT, 8, false, CX_K_INT, 4, s, d, 1);
+    CX_CHECK_EQ_INT(cx__load_i(d, 4, false), -3); /* toward zero */
+    v = 1e30;
+    memcpy(s, &v, 8);
+    cx__conv_ref(CX_K_FLOAT, 8, false, CX_K_INT, 8, s, d, 1);
+    CX_CHECK_EQ_INT(cx__load_i(d, 8, false), INT64_MAX); /* clamped to int64 */
+    cx__conv_ref(CX_K_FLOAT, 8, false, CX_K_INT, 4, s, d, 1);
+    CX_CHECK_EQ_INT(cx__load_u(d, 4, false), 0xffffffff); /* INT64_MAX truncated */
+    v = 300.0;
+    memcpy(s, &v, 8);
+    cx__conv_ref(CX_K_FLOAT, 8, false, CX_K_UINT, 1, s, d, 1);
+    CX_CHECK_EQ_INT(d[0], 44); /* 300 truncated to 8 bits, not clamped to 255 */
+    v = -1.0;
+    memcpy(s, &v, 8);
+    cx__conv_ref(CX_K_FLOAT, 8, false, CX_K_UINT, 4, s, d, 1);
+    CX_CHECK_EQ_INT(cx__load_u(d, 4, false), 0); /* negative to unsigned: 0 */
+    v = NAN;
+    memcpy(s, &v, 8);
+    cx__conv_ref(CX_K_FLOAT, 8, false, CX_K_INT, 2, s, d, 1);
+    CX_CHECK_EQ_INT(cx__load_i(d, 2, false), 0);
+    v = 3.4028236e38; /* above FLT_MAX, though it would round to it */
+    memcpy(s, &v, 8);
+    cx__conv_ref(CX_K_FLOAT, 8, false, CX_K_FLOAT, 4, s, d, 1);
+    float f;
+    memcpy(&f, d, 4);
+    CX_CHECK(isinf(f) && f > 0);
+    be(s, (uint64_t)-2, 2); /* a big-endian int16 -2 to int64 */
+    cx__conv_ref(CX_K_INT, 2, true, CX_K_INT, 8, s, d, 1);
+    CX_CHECK_EQ_INT(cx__load_i(d, 8, false), -2);
+    be(s, 0x123456789ull, 8); /* uint64 to uint16: the low 16 bits */
+    cx__conv_ref(CX_K_UINT, 8, true, CX_K_INT, 2, s, d, 1);
+    CX_CHECK_EQ_INT(cx__load_u(d, 2, false), 0x6789);
+}
+
+/* A big-endian sender with runs of like fields and arrays: each run or array is one op
+ * with a kernel (none interpreted per element), and the values arrive right. */
+struct run_l { double a, b, c; int64_t arr[5]; int32_t q[3]; uint8_t flag; };
+CX_TEST(runs_of_like_fields_are_one_kernel_op)
+{
+    struct cx_arch bea = {1, 8, 8, 8};
+    const struct cx_format *w = reg_json(
+        "{\"name\":\"run\",\"fields\":[{\"name\":\"a\",\"type\":\"float\"},"
+        "{\"name\":\"b\",\"type\":\"float\"},{\"name\":\"c\",\"type\":\"float\"},"
+        "{\"name\":\"arr\",\"type\":\"int16[5]\"},{\"name\":\"q\",\"type\":\"int8[3]\"},"
+        "{\"name\":\"flag\",\"type\":\"uint8\"}]}", &bea);
+    const struct cx_format *l = reg_json(
+        "{\"name\":\"run\",\"fields\":[{\"name\":\"a\",\"type\":\"double\"},"
+        "{\"name\":\"b\",\"type\":\"double\"},{\"name\":\"c\",\"type\":\"double\"},"
+        "{\"name\":\"arr\",\"type\":\"int64[5]\"},{\"name\":\"q\",\"type\":\"int32[3]\"},"
+        "{\"name\":\"flag\",\"type\":\"uint8\"}]}", NULL);
+    CX_CHECK(w && l);
+    CX_CHECK_EQ_INT(cx_format_size(l), sizeof(struct run_l));
+    const struct cx__plan *p;
+    CX_CHECK_EQ_INT(cx__plan_get(w, l, &p), 0);
+    int conv = 0;
+    for (uint32_t i = 0; i < p->nops; i++)
+        if (p->ops[i].code == CX__OP_CONV) {
+            conv++;
+            CX_CHECK(p->ops[i].kern != NULL);
+        }
+    CX_CHECK_EQ_INT(conv, 3); /* a b c | arr | q */
+    CX_CHECK_EQ_INT(p->ops[0].count, 3);
+    memset(img, 0, sizeof img);
+    le(img, 8, 4);
+    uint8_t *fx = img + 8; /* a@0 b@4 c@8 arr@12 q@22 flag@25 */
+    be(fx, fbits(1.5f), 4); be(fx + 4, fbits(-2.25f), 4); be(fx + 8, fbits(1e20f), 4);
+    for (int i = 0; i < 5; i++)
+        be(fx + 12 + 2 * i, (uint64_t)(-300 * i + 7), 2);
+    fx[22] = 0x80; fx[23] = 0x7f; fx[24] = 0xff; fx[25] = 9;
+    void *ev;
+    CX_CHECK_EQ_INT(cx_decode(l, cx_format_token(w), img, 8 + cx_format_size(w), out,
+                              sizeof out, &ev), 0);
+    struct run_l *r = ev;
+    CX_CHECK(r->a == 1.5 && r->b == -2.25 && r->c == (double)1e20f);
+    for (int i = 0; i < 5; i++)
+        CX_CHECK_EQ_INT(r->arr[i], -300 * i + 7);
+    CX_CHECK_EQ_INT(r->q[0], -128);
+    CX_CHECK_EQ_INT(r->q[1], 127);
+    CX_CHECK_EQ_INT(r->q[2], -1);
+    CX_CHECK_EQ_INT(r->flag, 9);
 }
 
 /* ---- the plan caches: many pairs, several threads ---- */

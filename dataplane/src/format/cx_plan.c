@@ -4,91 +4,11 @@
 
 #include "common/cx_error.h"
 
-#include <float.h>
 #include <inttypes.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 
 /* --- running -------------------------------------------------------------------------- */
-
-static void store_double(uint8_t *d, uint8_t kind, uint32_t size, double v)
-{
-    if (kind == CX_K_FLOAT) {
-        if (size == 4) {
-            float f = v > FLT_MAX ? INFINITY : v < -FLT_MAX ? -INFINITY : (float)v;
-            memcpy(d, &f, 4);
-        } else {
-            memcpy(d, &v, 8);
-        }
-        return;
-    }
-    if (kind == CX_K_BOOL) {
-        cx__store_u(d, size, v != 0);
-        return;
-    }
-    if (isnan(v))
-        v = 0;
-    if (cx__is_signed(kind)) {
-        int64_t i = v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18
-                                                              ? INT64_MIN : (int64_t)v;
-        cx__store_u(d, size, (uint64_t)i);
-    } else {
-        uint64_t u = v <= 0 ? 0 : v >= 1.8446744073709552e19 ? UINT64_MAX : (uint64_t)v;
-        cx__store_u(d, size, u);
-    }
-}
-
-static void conv(const struct cx__op *op, const uint8_t *s, uint8_t *d, uint64_t count)
-{
-    for (uint64_t i = 0; i < count; i++, s += op->ssize, d += op->dsize) {
-        if (op->skind == CX_K_FLOAT) {
-            store_double(d, op->dkind, op->dsize, cx__load_f(s, op->ssize, op->swap));
-        } else if (cx__is_signed(op->skind)) {
-            int64_t v = cx__load_i(s, op->ssize, op->swap);
-            if (op->dkind == CX_K_FLOAT)
-                store_double(d, op->dkind, op->dsize, (double)v);
-            else
-                cx__store_u(d, op->dsize, op->dkind == CX_K_BOOL ? v != 0 : (uint64_t)v);
-        } else {
-            uint64_t v = cx__load_u(s, op->ssize, op->swap);
-            if (op->dkind == CX_K_FLOAT)
-                store_double(d, op->dkind, op->dsize, (double)v);
-            else
-                cx__store_u(d, op->dsize, op->dkind == CX_K_BOOL ? v != 0 : v);
-        }
-    }
-}
-
-static void swap_n(const uint8_t *s, uint8_t *d, uint32_t size, uint64_t count)
-{
-    switch (size) {
-    case 2:
-        for (uint64_t i = 0; i < count; i++) {
-            uint16_t v;
-            memcpy(&v, s + 2 * i, 2);
-            v = __builtin_bswap16(v);
-            memcpy(d + 2 * i, &v, 2);
-        }
-        break;
-    case 4:
-        for (uint64_t i = 0; i < count; i++) {
-            uint32_t v;
-            memcpy(&v, s + 4 * i, 4);
-            v = __builtin_bswap32(v);
-            memcpy(d + 4 * i, &v, 4);
-        }
-        break;
-    default:
-        for (uint64_t i = 0; i < count; i++) {
-            uint64_t v;
-            memcpy(&v, s + 8 * i, 8);
-            v = __builtin_bswap64(v);
-            memcpy(d + 8 * i, &v, 8);
-        }
-        break;
-    }
-}
 
 static void run_op(const struct cx__op *op, const uint8_t *src, uint8_t *dst, uint64_t mult)
 {
@@ -97,13 +17,15 @@ static void run_op(const struct cx__op *op, const uint8_t *src, uint8_t *dst, ui
         memcpy(dst + op->dst, src + op->src, (size_t)op->len * mult);
         break;
     case CX__OP_SWAP:
-        swap_n(src + op->src, dst + op->dst, op->ssize, op->count * mult);
-        break;
     case CX__OP_CONV:
-        conv(op, src + op->src, dst + op->dst, op->count * mult);
+        if (op->kern)
+            op->kern(src + op->src, dst + op->dst, (size_t)op->count * mult);
+        else
+            cx__conv_ref(op->skind, op->ssize, op->swap, op->dkind, op->dsize, src + op->src,
+                         dst + op->dst, (size_t)op->count * mult);
         break;
     case CX__OP_DEFAULT:
-        store_double(dst + op->dst, op->dkind, op->dsize, op->def);
+        cx__store_double(dst + op->dst, op->dkind, op->dsize, op->def);
         break;
     case CX__OP_NESTED:
         for (uint64_t i = 0; i < op->count * mult; i++)
@@ -209,9 +131,7 @@ static int add_sub(struct cx__plan *p, struct cx__plan *sub)
 static int emit_scalar(struct builder *b, uint8_t wk, uint32_t ws, uint8_t lk, uint32_t ls,
                        bool swap, uint32_t src, uint32_t dst, uint32_t n)
 {
-    bool same = ws == ls && ((cx__is_intlike(wk) && cx__is_intlike(lk) &&
-                              (lk != CX_K_BOOL || wk == CX_K_BOOL)) ||
-                             (wk == CX_K_FLOAT && lk == CX_K_FLOAT));
+    bool same = cx__conv_same(wk, ws, lk, ls);
     struct cx__op op = {.skind = wk, .ssize = (uint8_t)ws, .dkind = lk, .dsize = (uint8_t)ls,
                         .swap = swap, .src = src, .dst = dst, .count = n};
     b->covered += (uint64_t)n * ls;
@@ -220,6 +140,19 @@ static int emit_scalar(struct builder *b, uint8_t wk, uint32_t ws, uint8_t lk, u
         op.len = n * ws;
     } else {
         op.code = same ? CX__OP_SWAP : CX__OP_CONV;
+        op.kern = cx__conv_kernel(wk, ws, swap, lk, ls);
+        struct cx__op *last = b->p->nops ? &b->p->ops[b->p->nops - 1] : NULL;
+        /* A run of like fields back to back on both sides (float x, y, z -> double x, y,
+         * z): one op, one kernel call over the run. */
+        if (last && last->code == op.code && last->skind == wk && last->ssize == ws &&
+            last->dkind == lk && last->dsize == ls && last->swap == swap &&
+            src == last->src + (uint64_t)last->count * ws &&
+            dst == last->dst + (uint64_t)last->count * ls) {
+            last->count += n;
+            if (op_end(last) > b->hiwater)
+                b->hiwater = op_end(last);
+            return 0;
+        }
     }
     return add_op(b, op);
 }

@@ -5,12 +5,15 @@
 #ifndef CX_PLAN_H
 #define CX_PLAN_H
 
+#include "format/cx_conv.h"
 #include "format/cx_format_int.h"
 
 enum cx__opcode {
     CX__OP_COPY,    /* memcpy len bytes src -> dst (adjacent copies merged) */
-    CX__OP_SWAP,    /* count scalars of ssize bytes, byte-reversed */
-    CX__OP_CONV,    /* count scalars: (skind, ssize, swap) -> (dkind, dsize) */
+    CX__OP_SWAP,    /* count scalars of ssize bytes, byte-reversed (kern) */
+    CX__OP_CONV,    /* count scalars: (skind, ssize, swap) -> (dkind, dsize) by kern, or
+                     * by cx__conv_ref when the pair has no kernel (bool targets); an array
+                     * field, or a run of like fields laid out back to back, is one op */
     CX__OP_DEFAULT, /* store the declared default `def` as (dkind, dsize) */
     CX__OP_NESTED,  /* count structs: sub plan with strides */
 };
@@ -21,6 +24,7 @@ struct cx__op {
     uint8_t code, skind, ssize, dkind, dsize, swap;
     uint32_t src, dst, len, count, sstride, dstride;
     const struct cx__plan *sub;
+    cx__conv_fn kern;       /* SWAP / CONV: the element kernel chosen at compile time */
     double def;
 };
 
