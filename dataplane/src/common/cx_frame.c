@@ -11,6 +11,7 @@
 
 #include "cx_crc32c.h"
 #include "cx_error.h"
+#include "cx_le.h"
 
 #include <string.h>
 
@@ -20,39 +21,6 @@
 #define CX_CRC_X86 1
 #endif
 
-/* Little-endian loads and stores of the wire fields (a plain move on little-endian CPUs). */
-static inline void put32(uint8_t *p, uint32_t v)
-{
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap32(v);
-#endif
-    memcpy(p, &v, 4);
-}
-static inline void put64(uint8_t *p, uint64_t v)
-{
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    memcpy(p, &v, 8);
-}
-static inline uint32_t get32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap32(v);
-#endif
-    return v;
-}
-static inline uint64_t get64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
 
 /* ---- the check: CRC-32C (cx_crc32c.c) of the first 44 bytes ---- */
 
@@ -113,9 +81,9 @@ static inline uint32_t hdr_check(const uint8_t *b, WORDS_DECL)
 }
 
 #define LOAD_WORDS(b)                                                                      \
-    uint64_t w0 = get64((b)), w1 = get64((b) + 8), w2 = get64((b) + 16), w3 = get64((b) + 24), \
-             w4 = get64((b) + 32);                                                         \
-    uint32_t t = get32((b) + 40)
+    uint64_t w0 = cx_get_le64((b)), w1 = cx_get_le64((b) + 8), w2 = cx_get_le64((b) + 16), w3 = cx_get_le64((b) + 24), \
+             w4 = cx_get_le64((b) + 32);                                                         \
+    uint32_t t = cx_get_le32((b) + 40)
 
 uint32_t cx_frame_check(const uint8_t hdr[CX_FRAME_HDR_SIZE], int portable)
 {
@@ -135,13 +103,13 @@ static inline void encode(const struct cx_frame_hdr *h, uint8_t out[CX_FRAME_HDR
     uint64_t w1 = h->seq, w2 = h->format, w3 = h->ack;
     uint64_t w4 = (uint64_t)h->length | (uint64_t)h->frag_offset << 32;
     uint32_t t = h->msg_length;
-    put64(out, w0);
-    put64(out + 8, w1);
-    put64(out + 16, w2);
-    put64(out + 24, w3);
-    put64(out + 32, w4);
-    put32(out + 40, t);
-    put32(out + 44, unchecked ? 0 : hdr_check(out, WORDS));
+    cx_put_le64(out, w0);
+    cx_put_le64(out + 8, w1);
+    cx_put_le64(out + 16, w2);
+    cx_put_le64(out + 24, w3);
+    cx_put_le64(out + 32, w4);
+    cx_put_le32(out + 40, t);
+    cx_put_le32(out + 44, unchecked ? 0 : hdr_check(out, WORDS));
 }
 
 void cx_frame_encode(const struct cx_frame_hdr *h, uint8_t out[CX_FRAME_HDR_SIZE])
@@ -194,14 +162,14 @@ static inline int decode(const uint8_t *in, size_t avail, struct cx_frame_hdr *h
     }
     uint8_t type = (uint8_t)(w0 >> 16), flags = (uint8_t)(w0 >> 24);
     if (__builtin_expect(flags & CX_FRAME_F_UNCHECKED, 0) && local) {
-        if (get32(in + 44) != 0) /* what the encoder writes: one spelling per header */
+        if (cx_get_le32(in + 44) != 0) /* what the encoder writes: one spelling per header */
             return cx_err_set(EPROTO, "frame: unchecked header with a check field of %#x",
-                              get32(in + 44));
+                              cx_get_le32(in + 44));
         flags &= (uint8_t)~CX_FRAME_F_UNCHECKED; /* in memory: no check (cx_frame.h) */
     } else if (flags & CX_FRAME_F_UNCHECKED) {
         return cx_err_set(EPROTO, "frame: header without its check (allowed on in-memory "
                                   "links only)");
-    } else if (__builtin_expect(get32(in + 44) != hdr_check(in, WORDS), 0)) {
+    } else if (__builtin_expect(cx_get_le32(in + 44) != hdr_check(in, WORDS), 0)) {
         return cx_err_set(EPROTO, "frame: header checksum mismatch (corrupt or torn frame)");
     }
     uint32_t length = (uint32_t)w4, frag_offset = (uint32_t)(w4 >> 32), msg_length = t;

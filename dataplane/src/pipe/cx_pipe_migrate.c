@@ -16,6 +16,7 @@
 
 #include "api/cx_api.h"
 #include "common/cx_error.h"
+#include "common/cx_le.h"
 #include "common/cx_crc32c.h"
 #include "transport/cx_driver.h"
 
@@ -34,20 +35,6 @@
 
 /* ---- the blob ---------------------------------------------------------------------- */
 
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 size_t pi_blob_size(const char *name) { return BLOB_HEAD + strlen(name) + 4; }
 
 size_t pi_blob_encode(const struct pi_blob *b, uint8_t *out)
@@ -60,10 +47,10 @@ size_t pi_blob_encode(const struct pi_blob *b, uint8_t *out)
     out[5] = b->kind;
     out[6] = b->flags;
     out[7] = (uint8_t)n;
-    put64(out + 8, b->pipe_id);
-    put64(out + 16, b->pos);
-    put64(out + 24, b->space_had);
-    put64(out + 32, b->token);
+    cx_put_le64(out + 8, b->pipe_id);
+    cx_put_le64(out + 16, b->pos);
+    cx_put_le64(out + 24, b->space_had);
+    cx_put_le64(out + 32, b->token);
     memcpy(out + BLOB_HEAD, b->name, n);
     uint32_t crc = cx_crc32c(0, out, BLOB_HEAD + n);
     for (int i = 0; i < 4; i++)
@@ -103,10 +90,10 @@ int pi_blob_decode(const void *in, size_t len, struct pi_blob *b)
         return cx_err_set(EINVAL, "migration blob: the pipe's name holds a NUL byte");
     memcpy(b->name, p + BLOB_HEAD, n);
     b->name[n] = 0;
-    b->pipe_id = get64(p + 8);
-    b->pos = get64(p + 16);
-    b->space_had = get64(p + 24);
-    b->token = get64(p + 32);
+    b->pipe_id = cx_get_le64(p + 8);
+    b->pos = cx_get_le64(p + 16);
+    b->space_had = cx_get_le64(p + 24);
+    b->token = cx_get_le64(p + 32);
     int rc = pi_name_check(b->name, "pi_migrate_in");
     if (rc == 0 && b->kind == CX_SP_MIG_READER && b->pos == 0)
         rc = cx_err_set(EINVAL, "migration blob: a reader at position 0 (positions start at 1)");

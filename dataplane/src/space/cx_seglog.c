@@ -2,6 +2,7 @@
 #include "space/cx_seglog.h"
 
 #include "common/cx_error.h"
+#include "common/cx_le.h"
 #include "common/cx_crc32c.h"
 
 #include <inttypes.h>
@@ -10,33 +11,17 @@
 
 #define SCAN_CHUNK 65536
 
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
-
 void cx_seglog_hdr_encode(const struct cx_seglog_hdr *h, uint8_t out[CX_SEGLOG_HDR_SIZE])
 {
     memset(out, 0, CX_SEGLOG_HDR_SIZE);
-    put32(out, CX_SEGLOG_MAGIC);
+    cx_put_le32(out, CX_SEGLOG_MAGIC);
     out[4] = CX_SEGLOG_VERSION;
     out[5] = h->type;
-    put64(out + 8, h->seg_id);
-    put64(out + 16, h->format);
-    put32(out + 24, h->length);
-    put32(out + 28, h->payload_crc);
-    put32(out + 36, cx_crc32c(0, out, 36));
+    cx_put_le64(out + 8, h->seg_id);
+    cx_put_le64(out + 16, h->format);
+    cx_put_le32(out + 24, h->length);
+    cx_put_le32(out + 28, h->payload_crc);
+    cx_put_le32(out + 36, cx_crc32c(0, out, 36));
 }
 
 int cx_seglog_hdr_decode(const uint8_t *in, size_t avail, struct cx_seglog_hdr *h)
@@ -44,21 +29,21 @@ int cx_seglog_hdr_decode(const uint8_t *in, size_t avail, struct cx_seglog_hdr *
     if (avail < CX_SEGLOG_HDR_SIZE)
         return cx_err_set(EAGAIN, "record header needs %u bytes, have %zu", CX_SEGLOG_HDR_SIZE,
                           avail);
-    if (get32(in) != CX_SEGLOG_MAGIC)
-        return cx_err_set(EBADMSG, "bad record magic 0x%08x", get32(in));
-    if (get32(in + 36) != cx_crc32c(0, in, 36))
+    if (cx_get_le32(in) != CX_SEGLOG_MAGIC)
+        return cx_err_set(EBADMSG, "bad record magic 0x%08x", cx_get_le32(in));
+    if (cx_get_le32(in + 36) != cx_crc32c(0, in, 36))
         return cx_err_set(EBADMSG, "record header checksum mismatch");
     if (in[4] != CX_SEGLOG_VERSION)
         return cx_err_set(EBADMSG, "unknown record version %u", in[4]);
     if (in[5] != CX_SEGLOG_DATA && in[5] != CX_SEGLOG_END)
         return cx_err_set(EBADMSG, "unknown record type %u", in[5]);
-    if (in[6] || in[7] || get32(in + 32))
+    if (in[6] || in[7] || cx_get_le32(in + 32))
         return cx_err_set(EBADMSG, "record reserved fields are not zero");
     h->type = in[5];
-    h->seg_id = get64(in + 8);
-    h->format = get64(in + 16);
-    h->length = get32(in + 24);
-    h->payload_crc = get32(in + 28);
+    h->seg_id = cx_get_le64(in + 8);
+    h->format = cx_get_le64(in + 16);
+    h->length = cx_get_le32(in + 24);
+    h->payload_crc = cx_get_le32(in + 28);
     if (h->length > CX_SEGLOG_MAX_PAYLOAD)
         return cx_err_set(EMSGSIZE, "record length %" PRIu32 " exceeds %u", h->length,
                           CX_SEGLOG_MAX_PAYLOAD);

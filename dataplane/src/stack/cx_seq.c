@@ -2,6 +2,7 @@
 #include "stack/cx_seq.h"
 
 #include "common/cx_error.h"
+#include "common/cx_le.h"
 #include "transport/cx_txq.h"
 
 #include <stdlib.h>
@@ -18,29 +19,13 @@ struct seqf {
     int bad;
 };
 
-static void put64le(uint8_t *p, uint64_t v)
-{
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    memcpy(p, &v, SEQ_BYTES);
-}
-static uint64_t get64le(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, SEQ_BYTES);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
 
 static int seq_send(struct cx_link *k, const struct cx_frame_hdr *h, const struct iovec *iov,
                     int iovcnt)
 {
     struct seqf *f = (struct seqf *)k;
     uint8_t seq[SEQ_BYTES]; /* the lower links copy what they keep before returning */
-    put64le(seq, h->seq);
+    cx_put_le64(seq, h->seq);
     if (iovcnt < SEQ_IOV) {
         struct iovec v[SEQ_IOV];
         v[0] = (struct iovec){seq, SEQ_BYTES};
@@ -68,7 +53,7 @@ static void on_msg(void *arg, const struct cx_frame_hdr *h, const void *p, size_
         return;
     }
     struct cx_frame_hdr d = *h;
-    d.seq = get64le(p);
+    d.seq = cx_get_le64(p);
     d.length = d.msg_length = (uint32_t)(n - SEQ_BYTES); /* whole messages: frag is below */
     f->fn(f->arg, &d, (const uint8_t *)p + SEQ_BYTES, n - SEQ_BYTES);
 }

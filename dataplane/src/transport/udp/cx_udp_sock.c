@@ -4,6 +4,7 @@
 
 #include "common/cx_env.h"
 #include "common/cx_error.h"
+#include "common/cx_le.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -48,18 +49,6 @@ size_t cx_udp_max_msg(int fd)
     return (size_t)cx_env_u64("CONFLUX_UDP_MAX_MSG", max, 64, max);
 }
 
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 int cx_udp_ctrl_send(int fd, const struct sockaddr_in *to, int op, uint64_t nonce)
 {
     uint8_t d[CX_FRAME_HDR_SIZE + UDP_CTRL_LEN] = {0};
@@ -68,7 +57,7 @@ int cx_udp_ctrl_send(int fd, const struct sockaddr_in *to, int op, uint64_t nonc
     cx_frame_encode(&h, d);
     d[CX_FRAME_HDR_SIZE] = (uint8_t)op;
     d[CX_FRAME_HDR_SIZE + 1] = UDP_CTRL_VERSION;
-    put64(d + CX_FRAME_HDR_SIZE + 8, nonce);
+    cx_put_le64(d + CX_FRAME_HDR_SIZE + 8, nonce);
     for (;;) {
         ssize_t w = sendto(fd, d, sizeof d, MSG_NOSIGNAL | MSG_DONTWAIT, (const struct sockaddr *)to,
                            to ? sizeof *to : 0);
@@ -87,7 +76,7 @@ int cx_udp_ctrl_parse(const uint8_t *d, size_t n, int *op, uint64_t *nonce)
         h.length != UDP_CTRL_LEN || d[CX_FRAME_HDR_SIZE + 1] != UDP_CTRL_VERSION)
         return 0;
     *op = d[CX_FRAME_HDR_SIZE];
-    *nonce = get64(d + CX_FRAME_HDR_SIZE + 8);
+    *nonce = cx_get_le64(d + CX_FRAME_HDR_SIZE + 8);
     return 1;
 }
 
