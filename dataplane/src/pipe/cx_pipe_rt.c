@@ -498,7 +498,7 @@ int cx_embedded_pi_shutdown(void)
         pthread_mutex_lock(&g_pi.mu);
         int kind = g_pi.desc[d].kind;
         pthread_mutex_unlock(&g_pi.mu);
-        int rc = kind == PI_WRITER ? cx_embedded_pi_close(d) : kind == PI_READER ? cx_embedded_pi_detach(d) : 0;
+        int rc = kind == PI_WRITER ? cx_embedded_pi_close(d) : kind == PI_READER || kind == PI_GROUP ? cx_embedded_pi_detach(d) : 0;
         if (rc < 0 && !first)
             first = -errno;
     }
