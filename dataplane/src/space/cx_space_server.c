@@ -907,7 +907,9 @@ static int do_group(struct cx_space_server *s, struct conn *c, uint64_t seq, con
     if (q->op != CX_SP_GROUP_LIST && cx_sp_str_copy(q->cursor, group, sizeof group) < 0)
         return cx_err_set(EINVAL, "group name of %u bytes (max %d)", q->cursor.len, CX_GROUP_NAME_MAX);
     int rc = q->op == CX_SP_GROUP_LIST ? 0 : cx_cursor_name_check(group);
-    if (rc < 0 || (rc = named_pipe(s, q, q->op == CX_SP_GROUP_JOIN, name, &p)) < 0)
+    if (rc < 0)
+        return cx_err_wrap(rc, "group name (cursor names' rules)");
+    if ((rc = named_pipe(s, q, q->op == CX_SP_GROUP_JOIN, name, &p)) < 0)
         return rc;
     struct cx_spgroup *g = q->op == CX_SP_GROUP_LIST ? NULL : group_load(p, group);
     if (q->op != CX_SP_GROUP_LIST && !g)
