@@ -9,6 +9,7 @@
  *     member's unacknowledged segments to the other member at once (before newer ones);
  *   - the group's floor survives a restart of the space (handed out again from it), and
  *     `conflux stat` shows the group's floor and members;
+ *   - a segment bigger than the buffer fails with EMSGSIZE and stays the member's;
  *   - bad group names fail with EINVAL. */
 #define _GNU_SOURCE
 #include "common/cx_error.h"
@@ -237,6 +238,33 @@ static void app_ack_some(int sidecar, const char *name, long first, long ack)
     _exit(0);
 }
 
+/* A big segment through a group (3 MiB embedded; 400 KiB through the sidecar, whose 1 MiB
+ * ring takes half of it at once): a too small buffer fails with EMSGSIZE and leaves it (not
+ * consumed, still this member's); a big enough one gets it, whole. */
+static void app_big(int sidecar, const char *name)
+{
+    const uint32_t BIG = sidecar ? 400u << 10 : 3u << 20;
+    int s = app_space(sidecar), w = pi_create(name, s, PI_CREATE);
+    uint8_t *b = malloc(BIG), *got = malloc(BIG);
+    if (w < 0 || !b || !got)
+        FAIL("pi_create '%s'", name);
+    for (uint32_t i = 0; i < BIG; i++)
+        b[i] = (uint8_t)(i * 13 + 1);
+    if (pi_write(w, b, BIG, NULL) != (long)BIG || pi_close(w) < 0)
+        FAIL("write the big segment");
+    int r = pi_attach_group(name, s, "big");
+    if (r < 0)
+        FAIL("pi_attach_group big");
+    errno = 0;
+    if (pi_read_timeout(r, got, 1000, NULL, 60000) != -1 || errno != EMSGSIZE)
+        FAIL("small buffer: errno %d", errno);
+    if (pi_read_timeout(r, got, BIG, NULL, 60000) != (long)BIG || memcmp(b, got, BIG) != 0 || pi_tell(r) != 1)
+        FAIL("the big segment");
+    if (pi_ack(r) < 0 || pi_read_timeout(r, got, BIG, NULL, 60000) != -1 || errno != EPIPE)
+        FAIL("the end after the big segment: errno %d", errno);
+    _exit(0);
+}
+
 static const char *mode_name(int sidecar) { return sidecar ? "sidecar" : "embedded"; }
 
 static int stat_has(const char *name, const char *group, long floor, int members)
@@ -364,6 +392,19 @@ CX_TEST(group_join_leave_restart_sidecar)
     CX_CHECK_EQ_INT(env_up(), 0);
     run_join_leave_restart(1, cx_failed, cx_skipped);
     CX_CHECK(waitpid(E.sc.pid, NULL, WNOHANG) == 0);
+}
+
+CX_TEST(group_big_segment_embedded_and_sidecar)
+{
+    if (access(CONFLUXD, X_OK) != 0)
+        CX_SKIP("%s is not built (make bin)", CONFLUXD);
+    CX_CHECK_EQ_INT(env_up(), 0);
+    for (int sidecar = 0; sidecar < 2; sidecar++) {
+        pid_t p = fork();
+        if (p == 0)
+            app_big(sidecar, sidecar ? "big-sidecar" : "big-embedded");
+        CX_CHECK_EQ_INT(wait_child(p, 120), 0);
+    }
 }
 
 CX_TEST(teardown)
