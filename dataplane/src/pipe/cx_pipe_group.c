@@ -283,6 +283,11 @@ int pi_group_seek(int d, int *out)
     return g != NULL;
 }
 
+int pi_group_space(const struct pi_group *g)
+{
+    return g->space;
+}
+
 int pi_group_stats(int d, struct pi_reader_stats *out, int *rc)
 {
     struct pi_group *g = group_get(d);

@@ -218,6 +218,8 @@ int pi_group_detach(int d, int *rc);
 int pi_group_tell(int d, int64_t *rc);
 int pi_group_seek(int d, int *rc);
 int pi_group_stats(int d, struct pi_reader_stats *out, int *rc);
+/* The space a member was attached on. */
+int pi_group_space(const struct pi_group *g);
 
 /* Typed segments (cx_pipe_seg.c). */
 long pi_seg_encode(const void *events, size_t n, const struct cx_format *t, uint8_t **out,

@@ -386,7 +386,8 @@ int cx_embedded_pi_space_close(int s)
     }
     for (int i = 0; i < g_pi.desc_hi; i++)
         if ((g_pi.desc[i].kind == PI_READER && g_pi.desc[i].r->space == s) ||
-            (g_pi.desc[i].kind == PI_WRITER && g_pi.desc[i].w->space == s)) {
+            (g_pi.desc[i].kind == PI_WRITER && g_pi.desc[i].w->space == s) ||
+            (g_pi.desc[i].kind == PI_GROUP && pi_group_space(g_pi.desc[i].g) == s)) {
             pthread_mutex_unlock(&g_pi.mu);
             return pi_fail(cx_err_set(EBUSY, "space %d still has open pipes (descriptor %d)", s, i));
         }

@@ -221,6 +221,11 @@ static void app_join_leave(int sidecar, const char *name, long n)
         if (pi_attach_group(name, s, bad[i]) != -1 || errno != EINVAL)
             FAIL("bad group name '%s': errno %d", bad[i], errno);
     }
+    errno = 0; /* embedded: b is still a member on s (the sidecar keeps its own spaces) */
+    if (!sidecar && (pi_space_close(s) != -1 || errno != EBUSY))
+        FAIL("pi_space_close with a member open: errno %d", errno);
+    if (pi_detach(b) < 0 || pi_space_close(s) < 0)
+        FAIL("pi_detach, pi_space_close");
     _exit(0);
 }
 
