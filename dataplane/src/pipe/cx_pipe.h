@@ -155,7 +155,8 @@ int pi_ack(int d);
  * read and did not acknowledge goes back to the group, to be handed to the next member
  * that asks (first, before newer segments), when it pi_detach-es (at once), when its
  * process's connection to the space closes (it died), or when it held segments for 30 s
- * without a pi_ack or pi_read. Such a member's next pi_ack fails with ESRCH (those
+ * (CONFLUX_GROUP_ACK_WAIT_MS of the process running the pipe runtime at pi_attach_group:
+ * the sidecar's in sidecar mode) without a pi_ack or pi_read. Such a member's next pi_ack fails with ESRCH (those
  * segments went to others) and its next pi_read joins the group again. Members may join
  * and leave at any time: a new member gets the next free segments. pi_read gives -1/EPIPE
  * once the pipe ended and every segment is handed out and none is held by another member
@@ -167,7 +168,8 @@ int pi_ack(int d);
  * once while the space runs, for acknowledged work). A group name follows cursor names'
  * rules (EINVAL); the group belongs to the pipe and goes with pi_unlink. pi_seek of a
  * member fails with EINVAL; pi_reader_stats counts segments read (from_space) and
- * segments handed out before to another member (duplicates). `conflux stat NAME` shows
+ * segments handed out before to another member (duplicates), and how often it joined again
+ * after the space removed it (reconnects). `conflux stat NAME` shows
  * each group's floor, members and in-flight counts. */
 int pi_attach_group(const char *name, int s, const char *group);
 

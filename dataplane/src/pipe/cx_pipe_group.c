@@ -6,6 +6,7 @@
 #include "pipe/cx_pipe_int.h"
 
 #include "api/cx_api.h"
+#include "common/cx_env.h"
 #include "common/cx_error.h"
 #include "space/cx_segcursor.h"
 #include "space/cx_spgroup.h"
@@ -19,6 +20,7 @@ struct pi_group {
     char name[128], group[CX_GROUP_NAME_MAX + 1];
     int space;
     int timeout_ms;
+    uint32_t ack_wait_ms;     /* CONFLUX_GROUP_ACK_WAIT_MS at attach (0: the space's 30 s) */
     uint64_t member;          /* 0: to join (again) before the next lease */
     uint64_t unacked[CX_GROUP_INFLIGHT]; /* read since the last pi_ack */
     int nunacked;
@@ -50,7 +52,7 @@ static int join(struct pi_group *g)
     struct cx_space_client *c = pi_space_ctl(g->space, NULL);
     int rc;
     for (;;) {
-        rc = c ? cx_space_group_join(c, g->name, g->group, 0, &g->member, NULL) : -cx_errcode();
+        rc = c ? cx_space_group_join(c, g->name, g->group, g->ack_wait_ms, &g->member, NULL) : -cx_errcode();
         if ((c && !conn_lost(rc)) || pi_now_ms() > end)
             break;
         c = pi_space_ctl(g->space, rc == -ECONNRESET ? c : NULL);
@@ -84,6 +86,7 @@ int cx_embedded_pi_attach_group(const char *name, int s, const char *group)
     snprintf(g->name, sizeof g->name, "%s", name);
     snprintf(g->group, sizeof g->group, "%s", group);
     g->space = s;
+    g->ack_wait_ms = (uint32_t)cx_env_u64("CONFLUX_GROUP_ACK_WAIT_MS", 0, 1, 86400000);
     pthread_mutex_lock(&g_pi.mu);
     struct pi_space *sp = pi_space_get(s);
     g->timeout_ms = sp && sp->opts.timeout_ms > 0 ? sp->opts.timeout_ms : 10000;
@@ -115,10 +118,11 @@ int cx_embedded_pi_attach_group(const char *name, int s, const char *group)
  * end), or an error. Joins again when the member was removed (its leases went to others). */
 static int lease_next(struct pi_group *g)
 {
-    if (!g->member) {
+    if (!g->member) { /* removed by the space: a new member (counted as a reconnect) */
         int rc = join(g);
         if (rc < 0)
             return rc;
+        g->st.reconnects++;
     }
     struct cx_space_client *c = pi_space_ctl(g->space, NULL);
     if (!c)
@@ -130,7 +134,6 @@ static int lease_next(struct pi_group *g)
         if (rc == -ECONNRESET)
             pi_space_ctl(g->space, c);
         member_lost(g);
-        g->st.reconnects++;
         return -EAGAIN;
     }
     return rc;

@@ -9,6 +9,7 @@
  *     member's unacknowledged segments to the other member at once (before newer ones);
  *   - the group's floor survives a restart of the space (handed out again from it), and
  *     `conflux stat` shows the group's floor and members;
+ *   - the ack deadline: a quiet member's segments go to another, its pi_ack says ESRCH;
  *   - a segment bigger than the buffer fails with EMSGSIZE and stays the member's;
  *   - bad group names fail with EINVAL. */
 #define _GNU_SOURCE
@@ -270,6 +271,35 @@ static void app_big(int sidecar, const char *name)
     _exit(0);
 }
 
+/* The ack deadline (CONFLUX_GROUP_ACK_WAIT_MS, 1 s here): a member that holds two segments
+ * and goes quiet loses them to the other member after the deadline; its next pi_ack says
+ * ESRCH, its next pi_read joins again (and finds the end). */
+static void app_deadline(const char *name, long n)
+{
+    setenv("CONFLUX_GROUP_ACK_WAIT_MS", "1000", 1);
+    int s = app_space(0), a = pi_attach_group(name, s, "dl"), b = pi_attach_group(name, s, "dl");
+    if (a < 0 || b < 0)
+        FAIL("pi_attach_group dl");
+    if (member_read(a) != 0 || member_read(a) != 1)
+        FAIL("a: segments 0 1");
+    for (long k = 2; k < n; k++)
+        if (member_read(b) != k || pi_ack(b) < 0)
+            FAIL("b: segment %ld", k);
+    if (member_read(b) != 0 || member_read(b) != 1 || pi_ack(b) < 0) /* after a's deadline */
+        FAIL("b: a's segments 0 1 after its deadline");
+    if (member_read(b) != -1 || errno != EPIPE)
+        FAIL("b: no end (errno %d)", errno);
+    errno = 0;
+    if (pi_ack(a) != -1 || errno != ESRCH || !strstr(cx_errmsg(), "2 segments"))
+        FAIL("a: pi_ack after its deadline: errno %d", errno);
+    if (member_read(a) != -1 || errno != EPIPE)
+        FAIL("a: no end after joining again (errno %d)", errno);
+    struct pi_reader_stats st;
+    if (pi_reader_stats(b, &st) < 0 || st.duplicates != 2 || pi_reader_stats(a, &st) < 0 || st.reconnects != 1)
+        FAIL("stats: b's duplicates, a's rejoin");
+    _exit(0);
+}
+
 static const char *mode_name(int sidecar) { return sidecar ? "sidecar" : "embedded"; }
 
 static int stat_has(const char *name, const char *group, long floor, int members)
@@ -410,6 +440,22 @@ CX_TEST(group_big_segment_embedded_and_sidecar)
             app_big(sidecar, sidecar ? "big-sidecar" : "big-embedded");
         CX_CHECK_EQ_INT(wait_child(p, 120), 0);
     }
+}
+
+CX_TEST(group_ack_deadline_embedded)
+{
+    if (access(CONFLUXD, X_OK) != 0 || access(CONFLUX_CLI, X_OK) != 0)
+        CX_SKIP("%s or %s is not built (make bin)", CONFLUXD, CONFLUX_CLI);
+    CX_CHECK_EQ_INT(env_up(), 0);
+    pid_t w = fork();
+    if (w == 0)
+        app_writer(0, "dl-embedded", 10, 0);
+    CX_CHECK_EQ_INT(wait_child(w, 60), 0);
+    pid_t p = fork();
+    if (p == 0)
+        app_deadline("dl-embedded", 10);
+    CX_CHECK_EQ_INT(wait_child(p, 120), 0);
+    CX_CHECK_EQ_INT(stat_has("dl-embedded", "dl", 10, 0), 0);
 }
 
 CX_TEST(teardown)
