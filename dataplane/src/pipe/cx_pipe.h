@@ -157,7 +157,8 @@ int pi_ack(int d);
  * process's connection to the space closes (it died), or when it held segments for 30 s
  * (CONFLUX_GROUP_ACK_WAIT_MS of the process running the pipe runtime at pi_attach_group:
  * the sidecar's in sidecar mode) without a pi_ack or pi_read. Such a member's next pi_ack fails with ESRCH (those
- * segments went to others) and its next pi_read joins the group again. Members may join
+ * segments went to others; what it read after joining again is acknowledged all the same)
+ * and its next pi_read joins the group again, as after a restart of the space. Members may join
  * and leave at any time: a new member gets the next free segments. pi_read gives -1/EPIPE
  * once the pipe ended and every segment is handed out and none is held by another member
  * (one that dies then leaves its segments to members still reading).

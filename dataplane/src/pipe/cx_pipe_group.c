@@ -206,42 +206,39 @@ int pi_group_read(int d, void *b, size_t len, const struct cx_format *t, int tim
     return 1;
 }
 
+/* ESRCH: n segments this member read went back to the group. */
+static int lost_error(struct pi_group *g, int n)
+{
+    return cx_err_set(ESRCH, "pi_ack: group '%s' of pipe '%s': %d segments read since the last "
+                      "pi_ack went back to the group (this member was removed: its connection "
+                      "closed, the space restarted or its ack deadline passed); other members "
+                      "get them; any read after that are acknowledged", g->group, g->name, n);
+}
+
 int pi_group_ack(int d, int *out)
 {
     struct pi_group *g = group_get(d);
     if (!g)
         return 0;
-    if (g->lost) {
-        int lost = g->lost;
-        g->lost = 0;
-        *out = pi_fail(cx_err_set(ESRCH, "pi_ack: group '%s' of pipe '%s': %d segments read since "
-                                  "the last pi_ack went back to the group (this member was "
-                                  "removed: connection lost or ack deadline passed); other "
-                                  "members get them", g->group, g->name, lost));
-        return 1;
-    }
-    *out = 0;
-    if (!g->nunacked)
-        return 1;
-    struct cx_space_client *c = pi_space_ctl(g->space, NULL);
-    int rc = c ? cx_space_group_ack(c, g->name, g->group, g->member, g->unacked, (size_t)g->nunacked)
+    int rc = 0;
+    if (g->nunacked) { /* what was read as the current member: acknowledged first */
+        struct cx_space_client *c = pi_space_ctl(g->space, NULL);
+        rc = c ? cx_space_group_ack(c, g->name, g->group, g->member, g->unacked, (size_t)g->nunacked)
                : -cx_errcode();
-    if (rc == -ESRCH || rc == -ECONNRESET) {
-        if (rc == -ECONNRESET)
-            pi_space_ctl(g->space, c);
-        int n = g->nunacked;
-        member_lost(g);
-        g->lost = 0;
-        *out = pi_fail(cx_err_set(ESRCH, "pi_ack: group '%s' of pipe '%s': %d segments read "
-                                  "since the last pi_ack went back to the group (this member "
-                                  "was removed); other members get them", g->group, g->name, n));
-        return 1;
+        if (rc == -ESRCH || rc == -ECONNRESET) {
+            if (rc == -ECONNRESET)
+                pi_space_ctl(g->space, c);
+            member_lost(g); /* they count as lost below */
+        } else if (rc < 0) {
+            *out = pi_fail(cx_err_wrap(rc, "pi_ack: pipe '%s' group '%s'", g->name, g->group));
+            return 1;
+        } else {
+            g->nunacked = 0;
+        }
     }
-    if (rc < 0) {
-        *out = pi_fail(cx_err_wrap(rc, "pi_ack: pipe '%s' group '%s'", g->name, g->group));
-        return 1;
-    }
-    g->nunacked = 0;
+    int lost = g->lost;
+    g->lost = 0;
+    *out = lost ? pi_fail(lost_error(g, lost)) : 0;
     return 1;
 }
 

@@ -7,7 +7,8 @@
  *     segment exactly once (the union of what each acknowledged is 0..N-1, no duplicates);
  *   - rebalancing: a member joining later gets the next segments; pi_detach hands a
  *     member's unacknowledged segments to the other member at once (before newer ones);
- *   - the group's floor survives a restart of the space (handed out again from it), and
+ *   - the group's floor survives a restart of the space (handed out again from it, also to a
+ *     member that lived through the restart: ESRCH at its pi_ack for the lost lease), and
  *     `conflux stat` shows the group's floor and members;
  *   - the ack deadline: a quiet member's segments go to another, its pi_ack says ESRCH;
  *   - a segment bigger than the buffer fails with EMSGSIZE and stays the member's;
@@ -44,6 +45,7 @@ struct shared {
     _Atomic int holding;       /* the doomed member holds HOLD unacknowledged segments */
     _Atomic long held[HOLD];
     _Atomic int redelivered;   /* duplicates (handed out before) seen by survivors */
+    _Atomic int phase;         /* the live member across a restart: 1 paused, 2 go on */
 };
 static struct shared *SH;
 
@@ -300,6 +302,35 @@ static void app_deadline(const char *name, long n)
     _exit(0);
 }
 
+/* A member that lives through a restart of the space: acknowledges 0..4, reads 5, waits
+ * for the restart, then gets 5 again (from the stored floor), its pi_ack says ESRCH for the
+ * old lease of 5 while acknowledging the new one, and it reads the rest once. */
+static void app_live_restart(int sidecar, const char *name, long n)
+{
+    int s = app_space(sidecar), r = pi_attach_group(name, s, "lr");
+    if (r < 0)
+        FAIL("pi_attach_group lr");
+    for (long k = 0; k < 5; k++)
+        if (member_read(r) != k || pi_ack(r) < 0)
+            FAIL("lr: segment %ld", k);
+    if (member_read(r) != 5)
+        FAIL("lr: segment 5");
+    atomic_store(&SH->phase, 1);
+    while (atomic_load(&SH->phase) != 2)
+        usleep(1000);
+    if (member_read(r) != 5)
+        FAIL("lr: segment 5 again after the restart");
+    errno = 0;
+    if (pi_ack(r) != -1 || errno != ESRCH)
+        FAIL("lr: pi_ack after the restart: errno %d", errno);
+    for (long k = 6; k < n; k++)
+        if (member_read(r) != k || pi_ack(r) < 0)
+            FAIL("lr: segment %ld after the restart", k);
+    if (member_read(r) != -1 || errno != EPIPE)
+        FAIL("lr: no end (errno %d)", errno);
+    _exit(0);
+}
+
 static const char *mode_name(int sidecar) { return sidecar ? "sidecar" : "embedded"; }
 
 static int stat_has(const char *name, const char *group, long floor, int members)
@@ -393,6 +424,20 @@ static void run_join_leave_restart(int sidecar, int *cx_failed, int *cx_skipped)
         app_ack_some(sidecar, name, 12, 10);
     CX_CHECK_EQ_INT(wait_child(p, 120), 0);
     CX_CHECK_EQ_INT(stat_has(name, "rs", 22, 0), 0);
+
+    /* a member alive across a restart of the space */
+    atomic_store(&SH->phase, 0);
+    p = fork();
+    if (p == 0)
+        app_live_restart(sidecar, name, 40);
+    for (int i = 0; i < 60000 && atomic_load(&SH->phase) != 1; i++)
+        usleep(1000);
+    CX_CHECK_EQ_INT(atomic_load(&SH->phase), 1);
+    CX_CHECK_EQ_INT(proc_stop(&E.space, SIGKILL), 128 + SIGKILL);
+    CX_CHECK_EQ_INT(space_start(E.space_addr), 0);
+    atomic_store(&SH->phase, 2);
+    CX_CHECK_EQ_INT(wait_child(p, 120), 0);
+    CX_CHECK_EQ_INT(stat_has(name, "lr", 40, 0), 0);
 }
 
 CX_TEST(group_member_killed_embedded)

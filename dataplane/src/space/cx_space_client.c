@@ -448,7 +448,10 @@ long cx_space_cursor_list(struct cx_space_client *c, const char *name,
 static int group_call(struct cx_space_client *c, const struct cx_sp_request *q, struct cx_sp_reply *r,
                       struct cx_space_group_seg *seg)
 {
+    memset(r, 0, sizeof *r);
     int rc = call(c, CX_FRAME_LOOKUP, q, r, CX_SPACE_TIMEOUT_MS);
+    if (rc == -EPIPE && !(r->op == q->op && r->status == -EPIPE)) /* a broken connection, not */
+        rc = cx_err_set(ECONNRESET, "space %s: connection broken", c->addr); /* the pipe's end */
     if (rc < 0 || !seg)
         return rc;
     *seg = (struct cx_space_group_seg){.pos = r->pos, .format = r->format, .deliveries = r->count,
