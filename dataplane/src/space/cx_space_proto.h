@@ -91,7 +91,9 @@
  * next position to the member and carries the segment: -EAGAIN nothing to hand out now,
  * -EPIPE the pipe ended and nothing is left, -ENOBUFS the member holds the most leases,
  * -ESRCH no such member (left, connection closed, ack deadline passed). GROUP_ACK is all
- * or none (-ENOENT naming a position the member does not hold). The floor (every position
+ * or none (-ENOENT naming a position the member does not hold); when the floor it moved
+ * could not be stored, the reply is the disk's error although the acknowledgement holds in
+ * the server's memory (a retry gets -ENOENT; a restart hands those out again). The floor (every position
  * below it acknowledged) is stored as cursors are (cx_segcursor.h) whenever it moves, so a
  * group made again after a restart starts handing out from it. Group names follow cursor
  * names' rules. GROUP_LIST includes groups only stored (no members yet since a restart).
