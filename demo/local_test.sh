@@ -56,9 +56,13 @@ run source "$bin/demo-source"
 for _ in $(seq 600); do grep -q "sink: complete" "$work/sink.log" && break; sleep 0.1; done
 grep -q "sink: complete" "$work/sink.log" || fail "the sink did not collect $SEGMENTS results in 60 s"
 grep -q "sink: $SEGMENTS/$SEGMENTS results (0 duplicates, 0 bad)" "$work/sink.log" || fail "duplicates or bad results"
+# the stages share the pipe (reader group "stages"): each reached the end, their shares add up
+total=0
 for r in $(seq 0 $((STAGES - 1))); do
-  grep -q "stage: rank $r: done, end of pipe after $SEGMENTS segments" "$work/stage$r.log" || fail "stage $r did not read the whole pipe"
+  line=$(grep "stage: rank $r: done, end of pipe, " "$work/stage$r.log") || fail "stage $r did not reach the end of the pipe"
+  n=$(echo "$line" | sed 's/.*end of pipe, \([0-9]*\) results.*/\1/'); total=$((total + n))
 done
+[ "$total" -eq "$SEGMENTS" ] || fail "the stages submitted $total results, want $SEGMENTS (one per segment)"
 
 # the summary pipe, read back as JSON through the format service: one line per result
 "$dpbin/conflux" --space "$addr" cat summary --json >"$work/summary.json" 2>"$work/cat.log" || fail "conflux cat summary"

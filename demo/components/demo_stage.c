@@ -1,11 +1,13 @@
-/* demo-stage: one replica of the parallel stage. Reads the pipe "readings" and, for each
- * segment whose index modulo DEMO_STAGES is its rank, submits one result (mean and max
- * energy) to the sink's event channel.
+/* demo-stage: one replica of the parallel stage. A member of the reader group "stages" of
+ * the pipe "readings" (pi_attach_group): the space hands each replica its own share of the
+ * segments, and for each it submits one result (mean and max energy) to the sink's event
+ * channel, then acknowledges the segment (pi_ack), so a replica that dies leaves its
+ * unfinished segments to the others.
  *
  *   env CONFLUX_SPACE=... DEMO_STAGES=3 [DEMO_RANK=r] demo-stage
  *
- * The rank is DEMO_RANK, or the ordinal at the end of the pod's host name (a StatefulSet
- * pod "demo-stage-2" has rank 2). The channel's id comes from the sink: it writes it as the
+ * The rank (a label on its results and log lines) is DEMO_RANK, or the ordinal at the end of
+ * the pod's host name (a StatefulSet pod "demo-stage-2" has rank 2). The channel's id comes from the sink: it writes it as the
  * only segment of the pipe "results-contact" (the space doubles as a name service). Results
  * travel in format result_v2; the sink reads them as the older result_v1.
  */
@@ -89,16 +91,14 @@ int main(void)
     demo_log(me, "rank %ld/%ld: channel %s open, reading pipe 'readings'", rank, stages, id);
 
     int r = -1;
-    while ((r = pi_attach("readings", s)) < 0) {
+    while ((r = pi_attach_group("readings", s, "stages")) < 0) {
         demo_log(me, "waiting for pipe 'readings': %s", cx_errmsg());
         sleep(1);
     }
     struct reading buf[DEMO_READINGS_PER_SEGMENT];
-    long seg = 0, mine = 0, n;
+    long mine = 0, n;
     while ((n = pi_read(r, buf, DEMO_READINGS_PER_SEGMENT, in)) >= 0) {
-        long idx = seg++;
-        if (idx % stages != rank)
-            continue;
+        long idx = (long)pi_tell(r) - 1; /* a group member: the position of what it read */
         struct result_v2 res = {.segment = idx, .stage = (int32_t)rank, .count = (int32_t)n};
         res.max = n ? buf[0].energy[0] : 0;
         for (long k = 0; k < n; k++)
@@ -113,6 +113,10 @@ int main(void)
             fprintf(stderr, "%s: submit of segment %ld: %s\n", me, idx, cx_errmsg());
             return 1;
         }
+        if (pi_ack(r) < 0) { /* not acknowledged: the space hands it to another replica */
+            fprintf(stderr, "%s: pi_ack of segment %ld: %s\n", me, idx, cx_errmsg());
+            return 1;
+        }
         if (++mine % 20 == 0)
             demo_log(me, "rank %ld: %ld results submitted (segment %ld)", rank, mine, idx);
     }
@@ -120,6 +124,6 @@ int main(void)
         fprintf(stderr, "%s: pi_read: %s\n", me, cx_errmsg());
         return 1;
     }
-    demo_log(me, "rank %ld: done, end of pipe after %ld segments, %ld results submitted", rank, seg, mine);
+    demo_log(me, "rank %ld: done, end of pipe, %ld results submitted (its share)", rank, mine);
     demo_idle();
 }

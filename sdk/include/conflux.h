@@ -68,6 +68,8 @@
  *                               pi_seek(), pi_tell(), pi_detach(), pi_unlink(),
  *                               pi_attach_named(), pi_ack() (durable named readers:
  *                               resume after the last acknowledged segment),
+ *                               pi_attach_group() (reader groups: members share a
+ *                               pipe's segments, each handed to one member),
  *                               pi_reader_stats()
  *
  * A user's guide with complete, tested programs (C, Python, Go): docs/guide.md.

@@ -47,6 +47,8 @@
     X(R, int, pi_attach_named, pi_attach_named, (const char *name, int s, const char *cursor),    \
       (name, s, cursor))                                                                          \
     X(R, int, pi_ack, pi_ack, (int d), (d))                                                       \
+    X(R, int, pi_attach_group, pi_attach_group, (const char *name, int s, const char *group),     \
+      (name, s, group))                                                                           \
     X(R, int, cx_chan_ctx_create, chan_ctx_create,                                                \
       (const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **out), (o, out))                     \
     X(R, const char *, cx_chan_ctx_addr, chan_ctx_addr, (const struct cx_chan_ctx *ctx), (ctx))   \

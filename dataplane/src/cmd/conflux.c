@@ -257,6 +257,18 @@ static int cmd_links_sidecar(const char *hostport)
 
 /* One named reader's cursor: its position (the next segment it reads) and its lag (segments
  * stored after it). */
+static void print_group(void *arg, const char *group, uint64_t floor, uint64_t next, int nmember,
+                        const uint64_t *member, const uint32_t *inflight)
+{
+    uint64_t written = *(const uint64_t *)arg;
+    (void)next;
+    printf("  %-24s %-12" PRIu64 " %-8" PRIu64 " %d", group, floor, written > floor ? written - floor : 0,
+           nmember);
+    for (int i = 0; i < nmember; i++)
+        printf(" %" PRIu64 ":%" PRIu32, member[i], inflight[i]);
+    printf("\n");
+}
+
 static void print_cursor(void *arg, const char *cursor, uint64_t pos)
 {
     uint64_t written = *(const uint64_t *)arg; /* segments ever written: positions 0..n-1 */
@@ -302,6 +314,15 @@ static int cmd_stat(struct cx_space_client *cl, const char *name, int links_only
     long n = cx_space_cursor_list(cl, name, print_cursor, &written);
     if (n == -EPROTO)
         printf("  (not known: the space is older than cursors)\n");
+    else if (n < 0)
+        return fail(name);
+    else if (n == 0)
+        printf("  (none)\n");
+    /* reader groups (pi_attach_group): floor, lag, members and their in-flight segments */
+    printf("groups    %-24s %-12s %-8s %s\n", "GROUP", "FLOOR", "LAG", "MEMBERS (ID:IN-FLIGHT)");
+    n = cx_space_group_list(cl, name, print_group, &written);
+    if (n == -EPROTO)
+        printf("  (not known: the space is older than reader groups)\n");
     else if (n < 0)
         return fail(name);
     else if (n == 0)

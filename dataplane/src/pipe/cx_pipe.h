@@ -133,9 +133,46 @@ int pi_unlink(const char *name, int s);
  * when it could not be reached (nothing stored: call again).
  *
  * Two readers attached under one cursor name at the same time read independently and the
- * last pi_ack wins (a reader group that shares the segments among them is not done yet). */
+ * last pi_ack wins (readers that share the segments among them: pi_attach_group). */
 int pi_attach_named(const char *name, int s, const char *cursor);
 int pi_ack(int d);
+
+/* Beyond the paper: reader groups (readers that share a pipe's work). Every member of a
+ * group, in any process, reads a disjoint share of the pipe: each segment goes to one live
+ * member at a time, handed out in order by the space (no direct links from the writer):
+ *
+ *     int r = pi_attach_group("jobs", s, "workers");      // one member of "workers"
+ *     while ((n = pi_read(r, buf, 1024, fmt)) >= 0) {     // this member's next segment
+ *         handle(buf, n);
+ *         pi_ack(r);                                      // done: never handed out again
+ *     }                                                   // -1/EPIPE: nothing left
+ *
+ * pi_read returns the member's next segment (waiting, polling the space, while none is
+ * free); pi_tell is then that segment's position + 1. pi_ack acknowledges exactly the
+ * segments pi_read returned on d since the last pi_ack (not cumulative over the pipe); an
+ * acknowledged segment is never handed out again. A member holds at most 64 segments read
+ * and not acknowledged (pi_read fails with ENOBUFS beyond: pi_ack first). What a member
+ * read and did not acknowledge goes back to the group, to be handed to the next member
+ * that asks (first, before newer segments), when it pi_detach-es (at once), when its
+ * process's connection to the space closes (it died), or when it held segments for 30 s
+ * (CONFLUX_GROUP_ACK_WAIT_MS of the process running the pipe runtime at pi_attach_group:
+ * the sidecar's in sidecar mode) without a pi_ack or pi_read. Such a member's next pi_ack fails with ESRCH (those
+ * segments went to others; what it read after joining again is acknowledged all the same)
+ * and its next pi_read joins the group again, as after a restart of the space. Members may join
+ * and leave at any time: a new member gets the next free segments. pi_read gives -1/EPIPE
+ * once the pipe ended and every segment is handed out and none is held by another member
+ * (one that dies then leaves its segments to members still reading).
+ *
+ * The group's floor (every segment below it acknowledged) is stored by the space as a
+ * cursor is; after a restart of the space the group hands out again every segment from the
+ * floor on, including ones acknowledged above it (at least once across restarts; exactly
+ * once while the space runs, for acknowledged work). A group name follows cursor names'
+ * rules (EINVAL); the group belongs to the pipe and goes with pi_unlink. pi_seek of a
+ * member fails with EINVAL; pi_reader_stats counts segments read (from_space) and
+ * segments handed out before to another member (duplicates), and how often it joined again
+ * after the space removed it (reconnects). `conflux stat NAME` shows
+ * each group's floor, members and in-flight counts. */
+int pi_attach_group(const char *name, int s, const char *group);
 
 /* Shuts the pipe runtime down: closes every open writer as pi_close does (waiting for the
  * space to acknowledge its segments), detaches every reader (unread segments are dropped,

@@ -72,6 +72,9 @@ int cx_embedded_pi_attach_named(const char *name, int s, const char *cursor)
 
 int cx_embedded_pi_ack(int d)
 {
+    int grc;
+    if (pi_group_ack(d, &grc))
+        return grc;
     char name[128], cursor[sizeof ((struct pi_reader *)0)->cursor];
     uint64_t pipe_id = 0, pos = 0;
     int s = -1;

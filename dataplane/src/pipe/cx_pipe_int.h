@@ -6,6 +6,7 @@
  *                     pi_link
  *   cx_pipe_seg.c     typed segments: events of a format <-> segment bytes
  *   cx_pipe_cursor.c  pi_attach_named pi_ack (durable named readers)
+ *   cx_pipe_group.c   pi_attach_group: a reader group's member (read, ack, detach)
  */
 #ifndef CX_PIPE_INT_H
 #define CX_PIPE_INT_H
@@ -104,12 +105,15 @@ struct pi_writer {
     double dirty_at;
 };
 
-enum { PI_FREE = 0, PI_READER = 1, PI_WRITER = 2 };
+enum { PI_FREE = 0, PI_READER = 1, PI_WRITER = 2, PI_GROUP = 3 };
+
+struct pi_group;
 
 struct pi_desc {
     int kind;
     struct pi_reader *r;
     struct pi_writer *w;
+    struct pi_group *g; /* PI_GROUP: a reader group's member (cx_pipe_group.c) */
 };
 
 struct pi_global {
@@ -204,6 +208,18 @@ size_t pi_blob_encode(const struct pi_blob *b, uint8_t *out);
 /* Reads a blob another process handed over: 0, or -EINVAL (truncated, not a blob, wrong
  * version, kind or name) / -EBADMSG (checksum) with a message. Reads only len bytes. */
 int pi_blob_decode(const void *in, size_t len, struct pi_blob *b);
+
+/* A reader group's member (cx_pipe_group.c): 1 when d is one, and then the call is done
+ * (its result in *rc); 0 for any other descriptor. pi_read, pi_ack, pi_detach, pi_tell,
+ * pi_seek and pi_reader_stats ask first. */
+int pi_group_read(int d, void *b, size_t len, const struct cx_format *t, int timeout_ms, long *rc);
+int pi_group_ack(int d, int *rc);
+int pi_group_detach(int d, int *rc);
+int pi_group_tell(int d, int64_t *rc);
+int pi_group_seek(int d, int *rc);
+int pi_group_stats(int d, struct pi_reader_stats *out, int *rc);
+/* The space a member was attached on. */
+int pi_group_space(const struct pi_group *g);
 
 /* Typed segments (cx_pipe_seg.c). */
 long pi_seg_encode(const void *events, size_t n, const struct cx_format *t, uint8_t **out,

@@ -279,6 +279,9 @@ double pi_reader_due_ms(const struct pi_reader *r)
 
 long cx_embedded_pi_read_timeout(int d, void *b, size_t len, const struct cx_format *t, int timeout_ms)
 {
+    long grc;
+    if (pi_group_read(d, b, len, t, timeout_ms, &grc))
+        return grc;
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
     dl.tv_sec += timeout_ms / 1000;
@@ -354,6 +357,9 @@ long cx_embedded_pi_read(int d, void *b, size_t len, const struct cx_format *t)
 
 int cx_embedded_pi_seek(int d, uint64_t seg)
 {
+    int grc;
+    if (pi_group_seek(d, &grc))
+        return grc;
     pthread_mutex_lock(&g_pi.mu);
     struct pi_reader *r = pi_reader_get(d);
     if (r) { /* restart both streams at seg: the space's from there, the writer's dedupes */
@@ -373,6 +379,9 @@ int cx_embedded_pi_seek(int d, uint64_t seg)
 
 int64_t cx_embedded_pi_tell(int d)
 {
+    int64_t grc;
+    if (pi_group_tell(d, &grc))
+        return grc;
     pthread_mutex_lock(&g_pi.mu);
     struct pi_reader *r = pi_reader_get(d);
     int64_t pos = r ? (int64_t)cx_pipe_buf_tell(r->buf) - 1 : -1;
@@ -382,6 +391,9 @@ int64_t cx_embedded_pi_tell(int d)
 
 int cx_embedded_pi_detach(int d)
 {
+    int grc;
+    if (pi_group_detach(d, &grc))
+        return grc;
     pthread_mutex_lock(&g_pi.mu);
     struct pi_reader *r = pi_reader_get(d);
     if (r)
@@ -395,6 +407,9 @@ int cx_embedded_pi_detach(int d)
 
 int cx_embedded_pi_reader_stats(int d, struct pi_reader_stats *out)
 {
+    int grc;
+    if (pi_group_stats(d, out, &grc))
+        return grc;
     pthread_mutex_lock(&g_pi.mu);
     struct pi_reader *r = pi_reader_get(d);
     if (r) {

@@ -386,7 +386,8 @@ int cx_embedded_pi_space_close(int s)
     }
     for (int i = 0; i < g_pi.desc_hi; i++)
         if ((g_pi.desc[i].kind == PI_READER && g_pi.desc[i].r->space == s) ||
-            (g_pi.desc[i].kind == PI_WRITER && g_pi.desc[i].w->space == s)) {
+            (g_pi.desc[i].kind == PI_WRITER && g_pi.desc[i].w->space == s) ||
+            (g_pi.desc[i].kind == PI_GROUP && pi_group_space(g_pi.desc[i].g) == s)) {
             pthread_mutex_unlock(&g_pi.mu);
             return pi_fail(cx_err_set(EBUSY, "space %d still has open pipes (descriptor %d)", s, i));
         }
@@ -498,7 +499,7 @@ int cx_embedded_pi_shutdown(void)
         pthread_mutex_lock(&g_pi.mu);
         int kind = g_pi.desc[d].kind;
         pthread_mutex_unlock(&g_pi.mu);
-        int rc = kind == PI_WRITER ? cx_embedded_pi_close(d) : kind == PI_READER ? cx_embedded_pi_detach(d) : 0;
+        int rc = kind == PI_WRITER ? cx_embedded_pi_close(d) : kind == PI_READER || kind == PI_GROUP ? cx_embedded_pi_detach(d) : 0;
         if (rc < 0 && !first)
             first = -errno;
     }

@@ -502,6 +502,22 @@ int cx_sc_pi_attach_named(const char *name, int s, const char *cursor)
     return rc < 0 ? pi_err(rc) : (int)rc;
 }
 
+int cx_sc_pi_attach_group(const char *name, int s, const char *group)
+{
+    if (!name || !group)
+        return pi_err(cx_err_set(EINVAL, "pi_attach_group: %s missing", name ? "group name" : "pipe name"));
+    size_t n = strlen(name), m = strlen(group);
+    if (n + m >= CX_SC_STR_MAX)
+        return pi_err(cx_err_set(ENAMETOOLONG, "pi_attach_group: names of %zu and %zu bytes", n, m));
+    struct cx_sc_req q = {.op = CX_SC_PI_ATTACH_GROUP, .a = {s, (int64_t)n}};
+    memcpy(q.s, name, n);
+    memcpy(q.s + n, group, m);
+    q.slen = (uint32_t)(n + m);
+    struct cx_sc_rep rep;
+    int64_t rc = call(&q, NULL, &rep);
+    return rc < 0 ? pi_err(rc) : (int)rc;
+}
+
 int cx_sc_pi_ack(int d)
 {
     struct cx_sc_rep rep;

@@ -395,13 +395,14 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
         return pi_rc(pi_space_close(h.d));
     case CX_SC_PI_CREATE:
     case CX_SC_PI_ATTACH:
-    case CX_SC_PI_ATTACH_NAMED: {
+    case CX_SC_PI_ATTACH_NAMED:
+    case CX_SC_PI_ATTACH_GROUP: {
         struct sc_handle sp;
         if ((rc = h_get(c, q->a[0], H_SPACE, &sp)) < 0)
             return rc;
         char pname[CX_SC_STR_MAX];
         const char *name = q->s, *cursor = NULL;
-        if (q->op == CX_SC_PI_ATTACH_NAMED) { /* s: the pipe's name, then the cursor's */
+        if (q->op == CX_SC_PI_ATTACH_NAMED || q->op == CX_SC_PI_ATTACH_GROUP) { /* s: the pipe's name, then the cursor's (group's) */
             if (q->a[1] < 0 || q->a[1] > (int64_t)q->slen)
                 return cx_err_set(EINVAL, "pi_attach_named: name length %lld in a string of %u bytes",
                                   (long long)q->a[1], q->slen);
@@ -412,6 +413,7 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
         }
         errno = 0;
         h.d = q->op == CX_SC_PI_CREATE ? pi_create(name, sp.d, (int)q->a[1])
+              : q->op == CX_SC_PI_ATTACH_GROUP ? pi_attach_group(name, sp.d, cursor)
               : cursor                 ? pi_attach_named(name, sp.d, cursor)
                                        : pi_attach(name, sp.d);
         if (h.d < 0)

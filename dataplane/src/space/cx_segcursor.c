@@ -15,6 +15,7 @@
 #define SLOT_LEN 32
 #define FILE_LEN (2 * SLOT_LEN)
 #define PREFIX "cursor-"
+#define GROUP_PREFIX "group-" /* no longer than PREFIX */
 
 static int is_alnum(unsigned char c)
 {
@@ -103,14 +104,15 @@ static int read_fd(int fd, const char *fn, uint64_t *pos, uint64_t *seq)
     return 0;
 }
 
-int cx_segcursor_set(struct cx_seg_pipe *p, const char *name, uint64_t pos)
+/* Stores pos in the file prefix+name (a cursor's, or a group's floor). */
+static int set_file(struct cx_seg_pipe *p, const char *prefix, const char *name, uint64_t pos)
 {
     int rc = cx_cursor_name_check(name);
     if (rc < 0)
         return rc;
     int durable, dfd = cx_segstore_pipe_dirfd(p, &durable);
     char fn[sizeof PREFIX + CX_CURSOR_NAME_MAX];
-    snprintf(fn, sizeof fn, PREFIX "%s", name);
+    snprintf(fn, sizeof fn, "%s%s", prefix, name);
     int fd = openat(dfd, fn, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return cx_err_set(errno, "cursor '%s': open %s: %s", name, fn, strerror(errno));
@@ -152,22 +154,43 @@ static int read_file(int dfd, const char *fn, uint64_t *pos)
     return rc;
 }
 
-int cx_segcursor_get(struct cx_seg_pipe *p, const char *name, uint64_t *pos)
+int cx_segcursor_set(struct cx_seg_pipe *p, const char *name, uint64_t pos)
+{
+    return set_file(p, PREFIX, name, pos);
+}
+
+int cx_segfloor_set(struct cx_seg_pipe *p, const char *group, uint64_t floor)
+{
+    return set_file(p, GROUP_PREFIX, group, floor);
+}
+
+static int get_file(struct cx_seg_pipe *p, const char *prefix, const char *name, uint64_t *pos)
 {
     int rc = cx_cursor_name_check(name);
     if (rc < 0)
         return rc;
     int durable, dfd = cx_segstore_pipe_dirfd(p, &durable);
     char fn[sizeof PREFIX + CX_CURSOR_NAME_MAX];
-    snprintf(fn, sizeof fn, PREFIX "%s", name);
+    snprintf(fn, sizeof fn, "%s%s", prefix, name);
     rc = read_file(dfd, fn, pos);
     if (rc == -ENOENT)
-        return cx_err_set(ENOENT, "cursor '%s' was never acknowledged", name);
+        return cx_err_set(ENOENT, "%s '%s' was never acknowledged",
+                          strcmp(prefix, GROUP_PREFIX) == 0 ? "group" : "cursor", name);
     return rc;
 }
 
-long cx_segcursor_list(struct cx_seg_pipe *p, void (*fn)(void *arg, const char *name, uint64_t pos),
-                       void *arg)
+int cx_segcursor_get(struct cx_seg_pipe *p, const char *name, uint64_t *pos)
+{
+    return get_file(p, PREFIX, name, pos);
+}
+
+int cx_segfloor_get(struct cx_seg_pipe *p, const char *group, uint64_t *floor)
+{
+    return get_file(p, GROUP_PREFIX, group, floor);
+}
+
+static long list_files(struct cx_seg_pipe *p, const char *prefix,
+                       void (*fn)(void *arg, const char *name, uint64_t pos), void *arg)
 {
     int durable, dfd = dup(cx_segstore_pipe_dirfd(p, &durable));
     DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
@@ -181,8 +204,8 @@ long cx_segcursor_list(struct cx_seg_pipe *p, void (*fn)(void *arg, const char *
     long count = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        const char *name = e->d_name + strlen(PREFIX);
-        if (strncmp(e->d_name, PREFIX, strlen(PREFIX)) != 0 || cx_cursor_name_check(name) < 0)
+        const char *name = e->d_name + strlen(prefix);
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0 || cx_cursor_name_check(name) < 0)
             continue; /* the log's files */
         uint64_t pos;
         int rc = read_file(dirfd(d), e->d_name, &pos);
@@ -197,4 +220,16 @@ long cx_segcursor_list(struct cx_seg_pipe *p, void (*fn)(void *arg, const char *
     }
     closedir(d);
     return count;
+}
+
+long cx_segcursor_list(struct cx_seg_pipe *p, void (*fn)(void *arg, const char *name, uint64_t pos),
+                       void *arg)
+{
+    return list_files(p, PREFIX, fn, arg);
+}
+
+long cx_segfloor_list(struct cx_seg_pipe *p, void (*fn)(void *arg, const char *group, uint64_t floor),
+                      void *arg)
+{
+    return list_files(p, GROUP_PREFIX, fn, arg);
 }

@@ -37,4 +37,12 @@ int cx_segcursor_get(struct cx_seg_pipe *p, const char *name, uint64_t *pos);
 long cx_segcursor_list(struct cx_seg_pipe *p, void (*fn)(void *arg, const char *name, uint64_t pos),
                        void *arg);
 
+/* Reader groups' floors (pi_attach_group): the same record in <dir>/pipes/<pipe>/group-<name>
+ * (group names follow cursor names' rules), the first position not acknowledged by the
+ * group. Same results as the cursor calls. */
+int cx_segfloor_set(struct cx_seg_pipe *p, const char *group, uint64_t floor);
+int cx_segfloor_get(struct cx_seg_pipe *p, const char *group, uint64_t *floor);
+long cx_segfloor_list(struct cx_seg_pipe *p, void (*fn)(void *arg, const char *group, uint64_t floor),
+                      void *arg);
+
 #endif

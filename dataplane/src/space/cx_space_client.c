@@ -445,6 +445,100 @@ long cx_space_cursor_list(struct cx_space_client *c, const char *name,
     return LOCKED(c, cursor_call(c, &q, NULL, fn, arg));
 }
 
+static int group_call(struct cx_space_client *c, const struct cx_sp_request *q, struct cx_sp_reply *r,
+                      struct cx_space_group_seg *seg)
+{
+    memset(r, 0, sizeof *r);
+    int rc = call(c, CX_FRAME_LOOKUP, q, r, CX_SPACE_TIMEOUT_MS);
+    if (rc == -EPIPE && !(r->op == q->op && r->status == -EPIPE)) /* a broken connection, not */
+        rc = cx_err_set(ECONNRESET, "space %s: connection broken", c->addr); /* the pipe's end */
+    if (rc < 0 || !seg)
+        return rc;
+    *seg = (struct cx_space_group_seg){.pos = r->pos, .format = r->format, .deliveries = r->count,
+                                       .len = r->blob_len};
+    seg->data = malloc(r->blob_len ? r->blob_len : 1);
+    if (!seg->data)
+        return cx_err_set(ENOMEM, "group segment of %u bytes", r->blob_len);
+    if (r->blob_len)
+        memcpy(seg->data, r->blob, r->blob_len);
+    return 0;
+}
+
+int cx_space_group_join(struct cx_space_client *c, const char *name, const char *group,
+                        uint32_t ack_wait_ms, uint64_t *member, uint64_t *floor)
+{
+    struct cx_sp_request q = {.op = CX_SP_GROUP_JOIN, .name = S(name), .cursor = S(group),
+                              .hold_ms = ack_wait_ms};
+    struct cx_sp_reply r;
+    int rc = LOCKED(c, group_call(c, &q, &r, NULL));
+    if (rc == 0) {
+        *member = r.token;
+        if (floor)
+            *floor = r.pos;
+    }
+    return rc;
+}
+
+int cx_space_group_next(struct cx_space_client *c, const char *name, const char *group, uint64_t member,
+                        struct cx_space_group_seg *seg)
+{
+    struct cx_sp_request q = {.op = CX_SP_GROUP_NEXT, .name = S(name), .cursor = S(group), .token = member};
+    struct cx_sp_reply r;
+    return LOCKED(c, group_call(c, &q, &r, seg));
+}
+
+int cx_space_group_ack(struct cx_space_client *c, const char *name, const char *group, uint64_t member,
+                       const uint64_t *pos, size_t n)
+{
+    if (n > CX_SP_GROUP_ACK_MAX)
+        return cx_err_set(EINVAL, "group ack of %zu positions (at most %d)", n, CX_SP_GROUP_ACK_MAX);
+    uint8_t b[8 * CX_SP_GROUP_ACK_MAX];
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 8; k++)
+            b[8 * i + (size_t)k] = (uint8_t)(pos[i] >> (8 * k));
+    struct cx_sp_request q = {.op = CX_SP_GROUP_ACK, .name = S(name), .cursor = S(group), .token = member,
+                              .blob = b, .blob_len = (uint32_t)(8 * n)};
+    struct cx_sp_reply r;
+    return LOCKED(c, group_call(c, &q, &r, NULL));
+}
+
+int cx_space_group_leave(struct cx_space_client *c, const char *name, const char *group, uint64_t member)
+{
+    struct cx_sp_request q = {.op = CX_SP_GROUP_LEAVE, .name = S(name), .cursor = S(group), .token = member};
+    struct cx_sp_reply r;
+    return LOCKED(c, group_call(c, &q, &r, NULL));
+}
+
+static long group_list_locked(struct cx_space_client *c, const char *name,
+                              void (*fn)(void *, const char *, uint64_t, uint64_t, int, const uint64_t *,
+                                         const uint32_t *),
+                              void *arg)
+{
+    struct cx_sp_request q = {.op = CX_SP_GROUP_LIST, .name = S(name)};
+    struct cx_sp_reply r;
+    int rc = call(c, CX_FRAME_LOOKUP, &q, &r, CX_SPACE_TIMEOUT_MS);
+    if (rc < 0)
+        return rc;
+    size_t off = 0;
+    struct cx_sp_str g;
+    uint64_t floor, next, member[64];
+    uint32_t inflight[64];
+    uint16_t nm;
+    char buf[CX_SP_ADDR_MAX + 1];
+    while ((rc = cx_sp_group_next(&r, &off, &g, &floor, &next, &nm, member, inflight, 64)) == 1)
+        if (fn && cx_sp_str_copy(g, buf, sizeof buf) == 0)
+            fn(arg, buf, floor, next, nm < 64 ? nm : 64, member, inflight);
+    return rc < 0 ? rc : (long)r.count;
+}
+
+long cx_space_group_list(struct cx_space_client *c, const char *name,
+                         void (*fn)(void *arg, const char *group, uint64_t floor, uint64_t next, int nmember,
+                                    const uint64_t *member, const uint32_t *inflight),
+                         void *arg)
+{
+    return LOCKED(c, group_list_locked(c, name, fn, arg));
+}
+
 static int fmt_put_locked(struct cx_space_client *c, const struct cx_format *f, uint64_t *token)
 {
     size_t len;

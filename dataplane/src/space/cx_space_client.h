@@ -82,6 +82,29 @@ int cx_space_cursor_get(struct cx_space_client *c, const char *name, const char 
 long cx_space_cursor_list(struct cx_space_client *c, const char *name,
                           void (*fn)(void *arg, const char *cursor, uint64_t pos), void *arg);
 
+/* Reader groups (GROUP_* in cx_space_proto.h). join makes this connection's new member of
+ * the pipe's group (binding the name as GET does; ack_wait_ms 0: 30 s) and says the floor;
+ * next leases the member's next segment into *seg (its bytes malloc'ed: the caller frees
+ * seg->data), -EAGAIN when there is none now, -EPIPE at the end; ack acknowledges n
+ * positions (all or none); leave hands the member's leases back; list calls fn for each
+ * group of the pipe with its floor, next position, members and their in-flight counts. */
+struct cx_space_group_seg {
+    uint64_t pos, format;
+    uint32_t deliveries, len;
+    uint8_t *data;
+};
+int cx_space_group_join(struct cx_space_client *c, const char *name, const char *group,
+                        uint32_t ack_wait_ms, uint64_t *member, uint64_t *floor);
+int cx_space_group_next(struct cx_space_client *c, const char *name, const char *group, uint64_t member,
+                        struct cx_space_group_seg *seg);
+int cx_space_group_ack(struct cx_space_client *c, const char *name, const char *group, uint64_t member,
+                       const uint64_t *pos, size_t n);
+int cx_space_group_leave(struct cx_space_client *c, const char *name, const char *group, uint64_t member);
+long cx_space_group_list(struct cx_space_client *c, const char *name,
+                         void (*fn)(void *arg, const char *group, uint64_t floor, uint64_t next, int nmember,
+                                    const uint64_t *member, const uint32_t *inflight),
+                         void *arg);
+
 /* Format service. put: stores f's description in the space. get: the description of a
  * token (malloc'ed; caller frees), -ENOENT when the space does not know it. */
 CX_EXPORT int cx_space_format_put(struct cx_space_client *c, const struct cx_format *f, uint64_t *token);

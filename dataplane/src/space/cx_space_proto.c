@@ -125,7 +125,21 @@ int cx_sp_encode_request(struct cx_sp_buf *b, const struct cx_sp_request *r)
         put_s(b, r->cursor);
         break;
     case CX_SP_CURSOR_LIST:
+    case CX_SP_GROUP_LIST:
         put_s(b, r->name);
+        break;
+    case CX_SP_GROUP_JOIN:
+    case CX_SP_GROUP_NEXT:
+    case CX_SP_GROUP_ACK:
+    case CX_SP_GROUP_LEAVE:
+        put_s(b, r->name);
+        put_s(b, r->cursor);
+        if (r->op == CX_SP_GROUP_JOIN)
+            cx_sp_buf_u32(b, r->hold_ms);
+        else
+            cx_sp_buf_u64(b, r->token);
+        if (r->op == CX_SP_GROUP_ACK)
+            cx_sp_buf_blob(b, r->blob, r->blob_len);
         break;
     case CX_SP_MIGRATE:
     case CX_SP_RESUME:
@@ -308,7 +322,25 @@ int cx_sp_decode_request(const uint8_t *in, size_t len, struct cx_sp_request *q)
         q->cursor = get_s(&r, "cursor");
         break;
     case CX_SP_CURSOR_LIST:
+    case CX_SP_GROUP_LIST:
         q->name = get_s(&r, "name");
+        break;
+    case CX_SP_GROUP_JOIN:
+    case CX_SP_GROUP_NEXT:
+    case CX_SP_GROUP_ACK:
+    case CX_SP_GROUP_LEAVE:
+        q->name = get_s(&r, "name");
+        q->cursor = get_s(&r, "group");
+        if (q->op == CX_SP_GROUP_JOIN)
+            q->hold_ms = (uint32_t)get_le(&r, 4, "ack wait ms");
+        else
+            q->token = get_le(&r, 8, "member");
+        if (q->op == CX_SP_GROUP_ACK) {
+            q->blob = get_blob(&r, &q->blob_len, "positions");
+            if (!r.what && (q->blob_len % 8 || q->blob_len / 8 > CX_SP_GROUP_ACK_MAX))
+                return cx_err_set(EPROTO, "space GROUP_ACK: %u bytes of positions (8 per "
+                                  "position, at most %d positions)", q->blob_len, CX_SP_GROUP_ACK_MAX);
+        }
         break;
     case CX_SP_MIGRATE:
     case CX_SP_RESUME:
@@ -407,11 +439,24 @@ int cx_sp_decode_reply(const uint8_t *in, size_t len, struct cx_sp_reply *q)
         break;
     case CX_SP_STOP:
     case CX_SP_CURSOR_SET:
+    case CX_SP_GROUP_ACK:
+    case CX_SP_GROUP_LEAVE:
+        break;
+    case CX_SP_GROUP_JOIN:
+        q->token = get_le(&r, 8, "member");
+        q->pos = get_le(&r, 8, "floor");
+        break;
+    case CX_SP_GROUP_NEXT:
+        q->pos = get_le(&r, 8, "position");
+        q->count = (uint32_t)get_le(&r, 4, "deliveries");
+        q->format = get_le(&r, 8, "format");
+        q->blob = get_blob(&r, &q->blob_len, "segment");
         break;
     case CX_SP_CURSOR_GET:
         q->token = get_le(&r, 8, "position");
         break;
     case CX_SP_CURSOR_LIST:
+    case CX_SP_GROUP_LIST:
     case CX_SP_LIST:
         q->count = (uint32_t)get_le(&r, 4, "count");
         if (!r.what) {
@@ -460,6 +505,30 @@ int cx_sp_cursor_next(const struct cx_sp_reply *q, size_t *off, struct cx_sp_str
     return 1;
 }
 
+int cx_sp_group_next(const struct cx_sp_reply *q, size_t *off, struct cx_sp_str *group, uint64_t *floor,
+                     uint64_t *next, uint16_t *nmember, uint64_t *member, uint32_t *inflight, size_t cap)
+{
+    struct rd r = {.p = q->blob, .len = q->blob_len, .off = *off};
+    if (r.off >= r.len)
+        return 0;
+    *group = get_s(&r, "group name");
+    *floor = get_le(&r, 8, "group floor");
+    *next = get_le(&r, 8, "group next");
+    *nmember = (uint16_t)get_le(&r, 2, "member count");
+    for (uint16_t i = 0; i < *nmember && !r.what; i++) {
+        uint64_t id = get_le(&r, 8, "member id");
+        uint32_t n = (uint32_t)get_le(&r, 4, "member in-flight");
+        if (i < cap) {
+            member[i] = id;
+            inflight[i] = n;
+        }
+    }
+    if (r.what)
+        return cx_err_set(EPROTO, "malformed space GROUP_LIST reply: truncated at %s", r.what);
+    *off = r.off;
+    return 1;
+}
+
 int cx_sp_str_copy(struct cx_sp_str s, char *out, size_t cap)
 {
     if ((size_t)s.len + 1 > cap)
@@ -475,6 +544,7 @@ const char *cx_sp_op_name(uint8_t op)
     static const char *names[] = {"?",    "LOOKUP", "GET",     "PUT",     "READ",         "STOP",
                                   "UNLINK", "LIST", "FMT_PUT", "FMT_GET", "READER_JOINED", "STATS",
                                   "MIGRATE", "READER_HELD", "RESUME", "READER_MOVED", "CURSOR_SET",
-                                  "CURSOR_GET", "CURSOR_LIST"};
+                                  "CURSOR_GET", "CURSOR_LIST", "GROUP_JOIN", "GROUP_NEXT", "GROUP_ACK",
+                                  "GROUP_LEAVE", "GROUP_LIST"};
     return op < sizeof names / sizeof names[0] ? names[op] : "?";
 }

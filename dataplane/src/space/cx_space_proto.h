@@ -42,6 +42,16 @@
  *                                                     the name names another pipe now)
  *   CURSOR_GET   str name, str cursor             -> u64 pos (-ENOENT: never stored)
  *   CURSOR_LIST  str name                         -> u32 n, n x (str cursor, u64 pos)
+ *   GROUP_JOIN   str name, str group, u32 ack_wait_ms (0: 30 s)
+ *                                                 -> u64 member, u64 floor
+ *   GROUP_NEXT   str name, str group, u64 member  -> u64 pos, u32 deliveries, u64 format,
+ *                                                    blob segment
+ *   GROUP_ACK    str name, str group, u64 member, blob n x u64 pos (n <= 1024)
+ *                                                 -> nothing
+ *   GROUP_LEAVE  str name, str group, u64 member  -> nothing
+ *   GROUP_LIST   str name                         -> u32 n, n x (str group, u64 floor,
+ *                                                    u64 next, u16 m, m x (u64 member,
+ *                                                    u32 in-flight))
  *
  *   pushes:  READER_JOINED pipe (addrs[0] = the reader); READER_HELD pipe (addrs[0] = the
  *            migrating reader's address) + u32 hold_ms; READER_MOVED pipe (addrs[0] = the
@@ -75,6 +85,18 @@
  * so it survives a restart of the space; a cursor name is 1..64 bytes of [A-Za-z0-9._-]
  * starting with a letter or digit (-EINVAL with the rule that failed otherwise). The pipe
  * is not bound by these requests (-ENOENT when the name is unbound).
+ *
+ * Reader groups (pi_attach_group; bookkeeping in space/cx_spgroup.h): a member belongs to
+ * the connection that joined it (its closing removes the member). GROUP_NEXT leases the
+ * next position to the member and carries the segment: -EAGAIN nothing to hand out now,
+ * -EPIPE the pipe ended and nothing is left, -ENOBUFS the member holds the most leases,
+ * -ESRCH no such member (left, connection closed, ack deadline passed). GROUP_ACK is all
+ * or none (-ENOENT naming a position the member does not hold); when the floor it moved
+ * could not be stored, the reply is the disk's error although the acknowledgement holds in
+ * the server's memory (a retry gets -ENOENT; a restart hands those out again). The floor (every position
+ * below it acknowledged) is stored as cursors are (cx_segcursor.h) whenever it moves, so a
+ * group made again after a restart starts handing out from it. Group names follow cursor
+ * names' rules. GROUP_LIST includes groups only stored (no members yet since a restart).
  *
  * Migration (seed Figure 7, the hold list): kind is 1 (a reader) or 2 (a writer).
  *   MIGRATE reader: addr = the address the reader's process registered (GET). The space
@@ -127,7 +149,15 @@ enum cx_space_op {
     CX_SP_CURSOR_SET = 16,
     CX_SP_CURSOR_GET = 17,
     CX_SP_CURSOR_LIST = 18,
+    CX_SP_GROUP_JOIN = 19,
+    CX_SP_GROUP_NEXT = 20,
+    CX_SP_GROUP_ACK = 21,
+    CX_SP_GROUP_LEAVE = 22,
+    CX_SP_GROUP_LIST = 23,
 };
+
+/* Most positions one GROUP_ACK carries. */
+#define CX_SP_GROUP_ACK_MAX 1024
 
 /* MIGRATE / RESUME kinds. */
 enum cx_space_migrate_kind { CX_SP_MIG_READER = 1, CX_SP_MIG_WRITER = 2 };
@@ -154,11 +184,11 @@ struct cx_sp_request {
     struct cx_sp_str addr; /* GET: reader, PUT: writer */
     uint64_t format;    /* GET, PUT */
     uint64_t from_id;   /* READ; CURSOR_SET: the position */
-    struct cx_sp_str cursor; /* CURSOR_* */
-    uint64_t token;     /* FMT_GET, RESUME */
+    struct cx_sp_str cursor; /* CURSOR_*; GROUP_*: the group */
+    uint64_t token;     /* FMT_GET, RESUME; GROUP_NEXT/ACK/LEAVE: the member */
     uint64_t pipe_id;   /* RESUME, CURSOR_SET */
-    uint32_t hold_ms;   /* MIGRATE */
-    const uint8_t *blob; /* FMT_PUT */
+    uint32_t hold_ms;   /* MIGRATE; GROUP_JOIN: ack_wait_ms */
+    const uint8_t *blob; /* FMT_PUT; GROUP_ACK: n x u64 positions */
     uint32_t blob_len;
 };
 
@@ -190,7 +220,9 @@ struct cx_sp_reply {
     uint32_t hold_ms;       /* READER_HELD */
     const uint8_t *blob;    /* FMT_GET description; LIST, CURSOR_LIST: the raw entries */
     uint32_t blob_len;
-    uint32_t count;         /* LIST, CURSOR_LIST */
+    uint32_t count;         /* LIST, CURSOR_LIST, GROUP_LIST; GROUP_NEXT: deliveries */
+    uint64_t pos;           /* GROUP_JOIN: the floor; GROUP_NEXT: the position */
+    uint64_t format;        /* GROUP_NEXT: the segment's format token (blob: its bytes) */
 };
 
 /* A growable output buffer for encoders (heap, or a caller's fixed array with cap). */
@@ -230,6 +262,11 @@ int cx_sp_list_next(const struct cx_sp_reply *r, size_t *off, struct cx_sp_str *
 
 /* Walks CURSOR_LIST entries as cx_sp_list_next walks LIST's. */
 int cx_sp_cursor_next(const struct cx_sp_reply *r, size_t *off, struct cx_sp_str *cursor, uint64_t *pos);
+
+/* Walks GROUP_LIST entries: the members' ids and in-flight counts go into member[] and
+ * inflight[] (up to cap; *nmember says how many the entry has). */
+int cx_sp_group_next(const struct cx_sp_reply *r, size_t *off, struct cx_sp_str *group, uint64_t *floor,
+                     uint64_t *next, uint16_t *nmember, uint64_t *member, uint32_t *inflight, size_t cap);
 
 /* Copies a protocol string into a NUL-terminated buffer; -ENAMETOOLONG if it does not fit. */
 int cx_sp_str_copy(struct cx_sp_str s, char *out, size_t cap);

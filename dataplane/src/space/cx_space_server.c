@@ -11,6 +11,7 @@
 #include "engine/cx_engine.h"
 #include "space/cx_nametable.h"
 #include "space/cx_segcursor.h"
+#include "space/cx_spgroup.h"
 #include "space/cx_space_formats.h"
 #include "space/cx_space_proto.h"
 #include "space/cx_space_server_int.h"
@@ -87,6 +88,7 @@ struct spipe {
     int pump_due; /* segments were appended in this batch: its readers are pushed after it */
     uint64_t writer_token; /* a migrating writer's slot is kept until writer_held_until */
     double writer_held_until;
+    struct cx_spgroup *groups; /* reader groups (cx_spgroup.h), made at first use */
     struct spipe *next;
 };
 
@@ -208,6 +210,7 @@ static void pipe_close(struct cx_space_server *s, struct spipe *p)
             break;
         }
     cx_segstore_pipe_close(p->seg);
+    cx_spgroup_free_all(&p->groups);
     __atomic_fetch_sub(&s->stats.pipes_open, 1, __ATOMIC_RELAXED);
     free(p);
 }
@@ -840,6 +843,142 @@ static int do_cursor(struct cx_space_server *s, struct conn *c, uint64_t seq, co
     return 0;
 }
 
+/* The pipe's group called name, made with its stored floor at first use. */
+static struct cx_spgroup *group_load(struct spipe *p, const char *group)
+{
+    struct cx_spgroup *g = cx_spgroup_get(&p->groups, group, 0, 0);
+    if (g)
+        return g;
+    uint64_t floor = 0;
+    int rc = cx_segfloor_get(p->seg, group, &floor);
+    if (rc < 0 && rc != -ENOENT)
+        return NULL;
+    return cx_spgroup_get(&p->groups, group, 1, floor);
+}
+
+static void floor_entry(void *arg, const char *group, uint64_t floor)
+{
+    (void)floor;
+    if (!group_load(arg, group))
+        fprintf(stderr, "confluxd space: group '%s': %s\n", group, cx_errmsg());
+}
+
+/* GROUP_NEXT's segment: the lease's bytes from the log. A segment retention dropped counts
+ * as processed (nobody can have it): the next lease is tried. */
+static int group_next(struct cx_space_server *s, struct spipe *p, struct cx_spgroup *g,
+                      uint64_t member, struct cx_spgroup_lease *l, struct cx_seg_info *info, long *len)
+{
+    for (;;) {
+        struct cx_seg_stat st;
+        cx_segstore_stat(p->seg, &st);
+        int rc = cx_spgroup_next(g, member, st.last_id, st.ended, now_ms(), l);
+        if (rc < 0)
+            return rc;
+        long n = cx_segstore_read(p->seg, l->pos + 1, s->scratch, s->scratch_cap, info);
+        if (n == -EMSGSIZE) {
+            void *np = realloc(s->scratch, info->length);
+            if (np) {
+                s->scratch = np;
+                s->scratch_cap = info->length;
+                n = cx_segstore_read(p->seg, l->pos + 1, s->scratch, s->scratch_cap, info);
+            }
+        }
+        if (n >= 0)
+            return *len = n, 0;
+        if (n == -ENODATA) {
+            logf_(s, "pipe '%s' group '%s': segment %" PRIu64 " was dropped by retention: skipped",
+                  p->name, g->name, l->pos);
+            if (cx_spgroup_ack(g, member, &l->pos, 1, now_ms()) == 1)
+                cx_segfloor_set(p->seg, g->name, g->floor);
+            continue;
+        }
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", cx_errmsg());
+        cx_spgroup_unlease(g, member, l->pos);
+        return cx_err_set((int)-n, "segment %" PRIu64 ": %s", l->pos, msg);
+    }
+}
+
+/* GROUP_*: reader groups (cx_spgroup.h). */
+static int do_group(struct cx_space_server *s, struct conn *c, uint64_t seq, const struct cx_sp_request *q)
+{
+    char name[CX_SPACE_NAME_MAX + 1], group[CX_GROUP_NAME_MAX + 1] = "";
+    struct spipe *p;
+    if (q->op != CX_SP_GROUP_LIST && cx_sp_str_copy(q->cursor, group, sizeof group) < 0)
+        return cx_err_set(EINVAL, "group name of %u bytes (max %d)", q->cursor.len, CX_GROUP_NAME_MAX);
+    int rc = q->op == CX_SP_GROUP_LIST ? 0 : cx_cursor_name_check(group);
+    if (rc < 0)
+        return cx_err_wrap(rc, "group name (cursor names' rules)");
+    if ((rc = named_pipe(s, q, q->op == CX_SP_GROUP_JOIN, name, &p)) < 0)
+        return rc;
+    struct cx_spgroup *g = q->op == CX_SP_GROUP_LIST ? NULL : group_load(p, group);
+    if (q->op != CX_SP_GROUP_LIST && !g)
+        return cx_err_wrap(-cx_errcode(), "pipe '%s' group '%s'", name, group);
+    struct cx_sp_buf b = {0};
+    uint64_t member = 0;
+    struct cx_spgroup_lease l;
+    struct cx_seg_info info;
+    long len = 0;
+    switch (q->op) {
+    case CX_SP_GROUP_JOIN: rc = cx_spgroup_join(g, c, q->hold_ms, &member); break;
+    case CX_SP_GROUP_NEXT: rc = group_next(s, p, g, q->token, &l, &info, &len); break;
+    case CX_SP_GROUP_LEAVE: rc = cx_spgroup_leave(g, q->token); break;
+    case CX_SP_GROUP_ACK: {
+        uint64_t pos[CX_SP_GROUP_ACK_MAX];
+        size_t n = q->blob_len / 8;
+        for (size_t i = 0; i < n; i++) {
+            pos[i] = 0;
+            for (int k = 0; k < 8; k++)
+                pos[i] |= (uint64_t)q->blob[8 * i + (size_t)k] << (8 * k);
+        }
+        rc = cx_spgroup_ack(g, q->token, pos, n, now_ms());
+        if (rc == 1 && (rc = cx_segfloor_set(p->seg, group, g->floor)) < 0)
+            logf_(s, "pipe '%s' group '%s': floor %" PRIu64 " not stored: %s", name, group, g->floor,
+                  cx_errmsg());
+        break;
+    }
+    case CX_SP_GROUP_LIST: {
+        long nf = cx_segfloor_list(p->seg, floor_entry, p);
+        if (nf < 0)
+            return cx_err_wrap((int)nf, "pipe '%s'", name);
+        uint32_t count = 0;
+        for (struct cx_spgroup *it = p->groups; it; it = it->next_group)
+            count++;
+        cx_sp_encode_reply_head(&b, q->op, 0, NULL);
+        cx_sp_buf_u32(&b, count);
+        for (struct cx_spgroup *it = p->groups; it; it = it->next_group) {
+            cx_spgroup_expire(it, now_ms());
+            cx_sp_buf_str(&b, it->name, strlen(it->name));
+            cx_sp_buf_u64(&b, it->floor);
+            cx_sp_buf_u64(&b, it->next);
+            cx_sp_buf_u16(&b, (uint16_t)it->nmember);
+            for (int i = 0; i < it->nmember; i++) {
+                cx_sp_buf_u64(&b, it->member[i].id);
+                cx_sp_buf_u32(&b, (uint32_t)it->member[i].nlease);
+            }
+        }
+        reply(c, CX_FRAME_LOOKUP, seq, &b);
+        cx_sp_buf_free(&b);
+        return 0;
+    }
+    }
+    if (rc < 0)
+        return rc == -EAGAIN ? rc : cx_err_wrap(rc, "pipe '%s'", name);
+    cx_sp_encode_reply_head(&b, q->op, 0, NULL);
+    if (q->op == CX_SP_GROUP_JOIN) {
+        cx_sp_buf_u64(&b, member);
+        cx_sp_buf_u64(&b, g->floor);
+    } else if (q->op == CX_SP_GROUP_NEXT) {
+        cx_sp_buf_u64(&b, l.pos);
+        cx_sp_buf_u32(&b, l.deliveries);
+        cx_sp_buf_u64(&b, info.format);
+        cx_sp_buf_blob(&b, s->scratch, (uint32_t)len);
+    }
+    reply(c, CX_FRAME_LOOKUP, seq, &b);
+    cx_sp_buf_free(&b);
+    return 0;
+}
+
 static int do_list(struct cx_space_server *s, struct conn *c, uint64_t seq)
 {
     size_t n = cx_nametable_list(s->names, NULL, 0);
@@ -907,6 +1046,11 @@ static void on_request(struct conn *c, const struct cx_frame_hdr *h, const void 
         case CX_SP_CURSOR_SET:
         case CX_SP_CURSOR_GET:
         case CX_SP_CURSOR_LIST: rc = do_cursor(s, c, h->seq, &q); break;
+        case CX_SP_GROUP_JOIN:
+        case CX_SP_GROUP_NEXT:
+        case CX_SP_GROUP_ACK:
+        case CX_SP_GROUP_LEAVE:
+        case CX_SP_GROUP_LIST: rc = do_group(s, c, h->seq, &q); break;
         case CX_SP_FMT_PUT:
         case CX_SP_FMT_GET: rc = do_format(s, c, h->seq, &q); break;
         case CX_SP_STOP: {
@@ -1026,6 +1170,7 @@ static void conn_free(struct cx_space_server *s, struct conn *c)
         if (p->writer == c)
             p->writer = NULL;
         reader_forget_conn(p, c);
+        cx_spgroup_owner_gone(p->groups, c); /* its members' leases go to the others */
     }
     if (c->src >= 0)
         cx_engine_remove(s->engine, c->src);

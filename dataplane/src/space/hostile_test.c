@@ -722,6 +722,89 @@ CX_TEST(malformed_cursor_requests_get_an_error_reply)
     CHECK_SERVED("malformed cursor requests");
 }
 
+/* Encodes q into out (cap bytes); returns its length. */
+static uint32_t enc_request(const struct cx_sp_request *q, uint8_t *out, size_t cap)
+{
+    struct cx_sp_buf b = {.p = out, .cap = cap, .fixed = 1};
+    return cx_sp_encode_request(&b, q) == 0 ? (uint32_t)b.len : 0;
+}
+
+/* Reader-group requests (GROUP_*) cut short, with lying or odd lengths, trailing bytes, bad
+ * group names, unknown members and positions not held: each gets an error reply saying what
+ * was wrong, the connection stays usable, and others are served. */
+CX_TEST(malformed_group_requests_get_an_error_reply)
+{
+    CX_CHECK_EQ_INT(env_up(0), 0);
+    struct cx_space_client *c;
+    struct cx_space_pipe_info info;
+    CX_CHECK_EQ_INT(cx_space_connect(E.tcp, &c), 0);
+    CX_CHECK_EQ_INT(cx_space_get(c, "grouped", 0, "", &info), 0);
+    cx_space_disconnect(c);
+#define GS(x) {x, (uint16_t)(sizeof x - 1)}
+    uint8_t pos5[8] = {5}, odd[5] = {1};
+    static const struct {
+        const char *what;
+        struct cx_sp_request q;
+        int cut, extra; /* bytes cut off the end, zero bytes added */
+        int want;
+        const char *text;
+    } cases[] = {
+        {"join, no ack wait", {.op = CX_SP_GROUP_JOIN, .name = GS("grouped"), .cursor = GS("g")}, 4, 0, -EPROTO,
+         "ack wait"},
+        {"next, short member", {.op = CX_SP_GROUP_NEXT, .name = GS("grouped"), .cursor = GS("g")}, 1, 0, -EPROTO,
+         "member"},
+        {"ack, cut positions", {.op = CX_SP_GROUP_ACK, .name = GS("grouped"), .cursor = GS("g"), .token = 1}, 2, 0,
+         -EPROTO, "positions"},
+        {"list, trailing", {.op = CX_SP_GROUP_LIST, .name = GS("grouped")}, 0, 2, -EPROTO, "trailing"},
+        {"join, bad group", {.op = CX_SP_GROUP_JOIN, .name = GS("grouped"), .cursor = GS("a/b")}, 0, 0, -EINVAL,
+         "character"},
+        {"join, empty group", {.op = CX_SP_GROUP_JOIN, .name = GS("grouped"), .cursor = GS("")}, 0, 0, -EINVAL,
+         "empty"},
+        {"next, no such member", {.op = CX_SP_GROUP_NEXT, .name = GS("grouped"), .cursor = GS("g"), .token = 99},
+         0, 0, -ESRCH, "no member 99"},
+        {"leave, unbound pipe", {.op = CX_SP_GROUP_LEAVE, .name = GS("nop"), .cursor = GS("g"), .token = 1}, 0, 0,
+         -ENOENT, "nop"},
+        {"join", {.op = CX_SP_GROUP_JOIN, .name = GS("grouped"), .cursor = GS("fresh")}, 0, 0, 0, ""},
+        {"next, nothing written", {.op = CX_SP_GROUP_NEXT, .name = GS("grouped"), .cursor = GS("fresh"), .token = 1},
+         0, 0, -EAGAIN, "nothing to hand out"},
+    };
+    int fd = hp_connect(E.tcp);
+    CX_CHECK(fd >= 0);
+    char err[1100];
+    uint8_t p[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct cx_sp_request q = cases[i].q;
+        if (q.op == CX_SP_GROUP_ACK)
+            q.blob = pos5, q.blob_len = sizeof pos5;
+        uint32_t len = enc_request(&q, p, sizeof p - 8);
+        CX_CHECK(len > (uint32_t)cases[i].cut);
+        len = len - (uint32_t)cases[i].cut;
+        memset(p + len, 0, (size_t)cases[i].extra);
+        len += (uint32_t)cases[i].extra;
+        int st = raw_request(fd, p, len, err, sizeof err);
+        fprintf(stderr, "  case group %s: status %d \"%s\"\n", cases[i].what, st, err);
+        CX_CHECK_EQ_INT(st, cases[i].want);
+        CX_CHECK(strstr(err, cases[i].text) != NULL);
+    }
+    /* positions not a multiple of 8 bytes; a position the member does not hold */
+    struct cx_sp_request q = {.op = CX_SP_GROUP_ACK, .name = GS("grouped"), .cursor = GS("fresh"), .token = 1,
+                              .blob = odd, .blob_len = sizeof odd};
+    uint32_t len = enc_request(&q, p, sizeof p);
+    CX_CHECK_EQ_INT(raw_request(fd, p, len, err, sizeof err), -EPROTO);
+    CX_CHECK(strstr(err, "8 per position") != NULL);
+    q.blob = pos5, q.blob_len = sizeof pos5;
+    len = enc_request(&q, p, sizeof p);
+    CX_CHECK_EQ_INT(raw_request(fd, p, len, err, sizeof err), -ENOENT);
+    CX_CHECK(strstr(err, "does not hold segment 5") != NULL);
+    /* the same connection still works: the group is listed with its member */
+    q = (struct cx_sp_request){.op = CX_SP_GROUP_LIST, .name = GS("grouped")};
+    len = enc_request(&q, p, sizeof p);
+    CX_CHECK_EQ_INT(raw_request(fd, p, len, err, sizeof err), 0);
+#undef GS
+    close(fd);
+    CHECK_SERVED("malformed group requests");
+}
+
 CX_TEST(zz_stop)
 {
     if (E.up > 0) {

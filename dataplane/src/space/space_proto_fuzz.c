@@ -48,6 +48,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         off = 0;
         while (cx_sp_cursor_next(&r, &off, &name, &id) == 1) /* CURSOR_LIST's entries */
             touch(name, in, size);
+        if (r.blob_len && (r.blob < in || r.blob + r.blob_len > in + size)) /* GROUP_NEXT's segment */
+            abort();
+        off = 0;
+        uint64_t member[4];
+        uint32_t inflight[4];
+        uint16_t nm;
+        while (cx_sp_group_next(&r, &off, &name, &id, &fmt, &nm, member, inflight, 4) == 1)
+            touch(name, in, size); /* GROUP_LIST's entries */
     }
     free(in);
     return 0;

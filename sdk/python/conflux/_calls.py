@@ -23,6 +23,7 @@ int pi_migrate_in(const void *blob, size_t len, int s);
 int pi_link(int d, char *out, size_t cap);
 int pi_attach_named(const char *name, int s, const char *cursor);
 int pi_ack(int d);
+int pi_attach_group(const char *name, int s, const char *group);
 int cx_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **out);
 const char *cx_chan_ctx_addr(const struct cx_chan_ctx *ctx);
 const char *cx_chan_ctx_fabric(const struct cx_chan_ctx *ctx);
