@@ -200,7 +200,8 @@ class Channel:
         if projection is None:
             proj = None
         elif fmt is not None and not isinstance(projection, (Format, str, dict)) and \
-                np.dtype(projection) == fmt.dtype:
+                (projection.dtype if isinstance(projection, np.ndarray) else
+                 np.dtype(projection)) == fmt.dtype:
             proj = fmt  # the events arrive in the sink's own format
         else:
             proj = Format.of(projection, format_name + "_projection")
