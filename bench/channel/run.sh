@@ -15,6 +15,9 @@
 #   {"peer":..,"size":..,"metric":"latency","latency_us":..}  (one-way: round trip / 2)
 #   {"peer":..,"size":..,"metric":"bandwidth","bandwidth_MBps":..}
 # collected in bench/results/channel.jsonl, with a Markdown table in channel.md.
+# Then xform_bench.c (a derived sink's transform at the source against the subscriber
+# computing, over shm and over tcp, the two alternated) writes its JSON lines to
+# bench/results/channel_xform.jsonl and a table at the end of channel.md.
 #   bench/channel/run.sh --quick     few iterations, under a minute in all
 #   bench/channel/run.sh --medium    5000 round trips, 256 MiB per bandwidth point
 #   bench/channel/run.sh             full run (minutes)
@@ -165,7 +168,26 @@ for r in $(seq "$runs"); do
   run_peers
 done
 
+# --- transform at the source against the subscriber computing (xform_bench.c) -------------
+X="$tmp/xform.jsonl"
+: >"$X"
+case $mode in quick) xn=20000 xreps=3 ;; medium) xn=50000 xreps=5 ;; *) xn=100000 xreps=7 ;; esac
+for r in $(seq "$runs"); do
+  for link in shm tcp; do
+    echo "running xform ($link) ..." >&2
+    if [ -x "$b/xform_bench" ]; then
+      timeout "$tmo" "$b/xform_bench" "$xn" "$xreps" "$link" >"$tmp/xform-$link.out" 2>"$tmp/xform-$link.log" &&
+        grep '^{' "$tmp/xform-$link.out" >>"$X" ||
+        { cat "$tmp/xform-$link.out" "$tmp/xform-$link.log" >&2
+          echo "{\"bench\":\"xform\",\"link\":\"$link\",\"skipped\":\"failed, see the log\"}" >>"$X"; }
+    else
+      echo "{\"bench\":\"xform\",\"link\":\"$link\",\"skipped\":\"not built\"}" >>"$X"
+    fi
+  done
+done
+
 cp "$J" "$out/channel.jsonl"
+cp "$X" "$out/channel_xform.jsonl"
 python3 - "$J" "$mode" "$runs" <<'PY' | tee "$out/channel.md"
 import json, sys, platform, datetime
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -250,4 +272,20 @@ for r in skipped:  # a peer that failed in some runs but not all keeps its best 
         print(f"- {r['peer']}: failed in {n} of {runs} runs ({r['skipped']}); the table has its other runs")
     else:
         print(f"- {r['peer']}: {r['skipped']}")
+PY
+python3 - "$X" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY' | tee -a "$out/channel.md"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(f"## Transform at the source against the subscriber computing (xform_bench, load {sys.argv[2]})\n")
+print("Events/s, median of the runs (min-max); bytes the source sent per event.\n")
+print("| link | transform | subscriber | transform / subscriber | bytes: transform | bytes: subscriber |")
+print("| --- | --- | --- | --- | --- | --- |")
+for r in rows:
+    if "skipped" in r:
+        print(f"| {r['link']} | skipped: {r['skipped']} | | | | |")
+        continue
+    print(f"| {r['link']} | {r['transform_eps']:.0f} ({r['transform_min']:.0f}-{r['transform_max']:.0f}) "
+          f"| {r['subscriber_eps']:.0f} ({r['subscriber_min']:.0f}-{r['subscriber_max']:.0f}) "
+          f"| {r['ratio']:.2f} | {r['transform_bytes_per_event']:.0f} | {r['subscriber_bytes_per_event']:.0f} |")
+print()
 PY

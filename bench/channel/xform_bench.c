@@ -1,17 +1,21 @@
 /* Events per second through a derived sink that computes at the source, against the same
  * computation done by the subscriber after receiving every whole event.
  *
- *   build/xform_bench [N] [REPS]       (N events per run, default 100000; REPS 3)
+ *   build/xform_bench [N] [REPS] [shm|tcp]   (N events per run, default 100000; REPS 3;
+ *                                             the link, default shm)
  *
- * One source process (this one) and one sink process on this host (an shm link), a reliable
- * channel of readings {step, x, energy float[256]} (1048 wire bytes). Two modes, alternated:
+ * One source process (this one) and one sink process on this host, linked over shared
+ * memory or, with tcp, over loopback tcp (both runtimes tcp_only: what two hosts would use),
+ * a reliable channel of readings {step, x, energy float[256]} (1048 wire bytes). The link
+ * the runtime took is checked (the run fails on another). Two modes, alternated:
  *   transform   the sink subscribes with projection {step, mean, peak} and the program
  *               "mean = mean(energy); peak = max(energy)": each source computes and sends
  *               32 wire bytes;
  *   subscriber  a plain sink gets every whole reading and computes mean and max itself.
  * The rate is N / (time from the first submit to the sink's handler seeing event N), both
  * clocks CLOCK_MONOTONIC on one host. Both modes sum every mean they saw: the sums must
- * agree, or the run fails. Prints one line per run and the medians with their ratio. */
+ * agree, or the run fails. Prints one line per run (with the bytes the source sent per
+ * event) and a JSON line: the medians, their ratio, each mode's min and max. */
 #define _GNU_SOURCE
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers" /* {NULL} ends a field list */
 #include "channel/cx_chan.h"
@@ -27,6 +31,14 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+static int g_tcp; /* both runtimes tcp_only on loopback */
+
+static struct cx_chan_ctx_opts *ctx_opts(void)
+{
+    static struct cx_chan_ctx_opts o = {.listen = "tcp://127.0.0.1:0", .tcp_only = 1};
+    return g_tcp ? &o : NULL;
+}
 
 #define NE 256
 struct reading { int64_t step; double x; float energy[NE]; };
@@ -114,7 +126,7 @@ static int sink_process(const char *id, int transform, long N, int wr, int rd)
     if (transform)
         o = (struct cx_chan_sink_opts){.format = fs, .projection = fs,
                                        .filter = "mean = mean(energy); peak = max(energy)"};
-    if (cx_chan_ctx_create(NULL, &ctx) < 0 || cx_chan_open(ctx, id, 10000, &ch) < 0 ||
+    if (cx_chan_ctx_create(ctx_opts(), &ctx) < 0 || cx_chan_open(ctx, id, 10000, &ch) < 0 ||
         cx_chan_sink(ch, &o, on_event, &s, &k) < 0) {
         fprintf(stderr, "sink: %s\n", cx_errmsg());
         return 1;
@@ -131,9 +143,9 @@ static int sink_process(const char *id, int transform, long N, int wr, int rd)
     return r.t_end ? 0 : 1;
 }
 
-/* One run: returns events/s, or -1. */
+/* One run: returns events/s, or -1; the bytes sent per event in *bpe. */
 static double run(struct cx_chan *ch, struct cx_chan_source *src, int transform, long N,
-                  double *sum_mean)
+                  double *sum_mean, double *bpe)
 {
     int up[2], down[2];
     if (pipe(up) < 0 || pipe(down) < 0)
@@ -148,6 +160,8 @@ static double run(struct cx_chan *ch, struct cx_chan_source *src, int transform,
     if (read(up[0], &b, 1) != 1 || cx_chan_wait_members(ch, 1, 1, 10000) < 0)
         return -1;
     static struct reading e;
+    struct cx_chan_stats st0, st1;
+    cx_chan_stats(ch, &st0);
     int64_t t0 = now_ns();
     for (long i = 1; i <= N; i++) {
         e.step = i;
@@ -161,6 +175,12 @@ static double run(struct cx_chan *ch, struct cx_chan_source *src, int transform,
     }
     struct report r;
     ssize_t got = read(up[0], &r, sizeof r);
+    cx_chan_stats(ch, &st1); /* the sink is still there: its link is counted */
+    *bpe = (double)(st1.sent_bytes - st0.sent_bytes) / (double)N;
+    int link_ok = g_tcp ? st1.net_sinks == 1 && !st1.shm_sinks : st1.shm_sinks == 1;
+    if (!link_ok)
+        fprintf(stderr, "the sink is not on a %s link (shm sinks %u, network sinks %u)\n",
+                g_tcp ? "tcp" : "shm", st1.shm_sinks, st1.net_sinks);
     b = 'b';
     if (write(down[1], &b, 1) != 1)
         kill(pid, SIGKILL);
@@ -176,7 +196,7 @@ static double run(struct cx_chan *ch, struct cx_chan_source *src, int transform,
             break;
         usleep(10000);
     }
-    if (got != sizeof r || r.n != N || !r.t_end)
+    if (got != sizeof r || r.n != N || !r.t_end || !link_ok)
         return -1;
     *sum_mean = r.sum_mean;
     return (double)N / ((double)(r.t_end - t0) / 1e9);
@@ -192,24 +212,26 @@ int main(int argc, char **argv)
 {
     long N = argc > 1 ? atol(argv[1]) : 100000;
     int reps = argc > 2 ? atoi(argv[2]) : 3;
-    if (N < 1 || reps < 1 || reps > 32)
-        return fprintf(stderr, "usage: xform_bench [N] [REPS]\n"), 2;
+    const char *link = argc > 3 ? argv[3] : "shm";
+    g_tcp = !strcmp(link, "tcp");
+    if (N < 1 || reps < 1 || reps > 32 || (!g_tcp && strcmp(link, "shm")))
+        return fprintf(stderr, "usage: xform_bench [N] [REPS] [shm|tcp]\n"), 2;
     const struct cx_format *fr = reading_fmt();
     summary_fmt();
     struct cx_chan_ctx *ctx;
     struct cx_chan *ch;
     struct cx_chan_source *src;
-    if (cx_chan_ctx_create(NULL, &ctx) < 0 ||
+    if (cx_chan_ctx_create(ctx_opts(), &ctx) < 0 ||
         cx_chan_create(ctx, &(struct cx_chan_opts){.format = fr, .mode = CX_CHAN_RELIABLE}, &ch) < 0 ||
         cx_chan_source(ch, fr, &src) < 0) {
         fprintf(stderr, "setup: %s\n", cx_errmsg());
         return 1;
     }
-    double rate[2][32], sums[2] = {0, 0};
+    double rate[2][32], sums[2] = {0, 0}, bpe[2] = {0, 0};
     for (int r = 0; r < reps; r++)
         for (int m = 0; m < 2; m++) {
             double s = 0;
-            rate[m][r] = run(ch, src, m == 0, N, &s);
+            rate[m][r] = run(ch, src, m == 0, N, &s, &bpe[m]);
             if (rate[m][r] < 0) {
                 fprintf(stderr, "run %d (%s) failed\n", r, m == 0 ? "transform" : "subscriber");
                 return 1;
@@ -218,8 +240,8 @@ int main(int argc, char **argv)
                 sums[m] = s;
             else if (s != sums[m])
                 return fprintf(stderr, "sums differ between runs\n"), 1;
-            printf("run %d %-10s %10.0f events/s\n", r, m == 0 ? "transform" : "subscriber",
-                   rate[m][r]);
+            printf("run %d %s %-10s %10.0f events/s %7.1f bytes sent per event\n", r, link,
+                   m == 0 ? "transform" : "subscriber", rate[m][r], bpe[m]);
         }
     if (sums[0] != sums[1]) {
         fprintf(stderr, "the transform's means (sum %.17g) differ from the subscriber's (%.17g)\n",
@@ -229,8 +251,13 @@ int main(int argc, char **argv)
     qsort(rate[0], (size_t)reps, sizeof(double), cmp);
     qsort(rate[1], (size_t)reps, sizeof(double), cmp);
     double t = rate[0][reps / 2], s = rate[1][reps / 2];
-    printf("{\"bench\":\"xform\",\"events\":%ld,\"reps\":%d,\"transform_eps\":%.0f,"
-           "\"subscriber_eps\":%.0f,\"ratio\":%.3f}\n", N, reps, t, s, t / s);
+    printf("{\"bench\":\"xform\",\"link\":\"%s\",\"events\":%ld,\"reps\":%d,"
+           "\"transform_eps\":%.0f,\"subscriber_eps\":%.0f,\"ratio\":%.3f,"
+           "\"transform_min\":%.0f,\"transform_max\":%.0f,"
+           "\"subscriber_min\":%.0f,\"subscriber_max\":%.0f,"
+           "\"transform_bytes_per_event\":%.1f,\"subscriber_bytes_per_event\":%.1f}\n",
+           link, N, reps, t, s, t / s, rate[0][0], rate[0][reps - 1], rate[1][0],
+           rate[1][reps - 1], bpe[0], bpe[1]);
     cx_chan_ctx_destroy(ctx);
     return 0;
 }

@@ -190,10 +190,20 @@ func (h *Channel) Source(f *Format) (*Source, error) {
 }
 
 // SinkOptions for Sink.
+//
+// A derived sink gives Filter, a program every source runs on each event before sending
+// it (docs/filter-language.md): a condition ("id % 4 == 0"), or `;`-separated statements
+// with computed fields of the Projection format and state kept between events:
+//
+//	SinkOptions{Format: summary, Projection: summary,
+//		Filter: "every(8); mean = wmean(x, 8); peak = max(energy)"}
+//
+// An invalid program fails Sink with EINVAL (E2BIG past the language's limits), naming the
+// column; a source that cannot compile it for its own format reports it in Sink.Error.
 type SinkOptions struct {
 	Format     *Format // the events' format here (converted by field name); nil: untyped
-	Filter     string  // derived sink: an expression every source runs ("id % 4 == 0")
-	Projection *Format // derived sink: the smaller format sources convert to
+	Filter     string  // derived sink: a filter or transform program every source runs
+	Projection *Format // derived sink: the smaller format sources convert to, and a program's computed fields' format
 }
 
 // Event is one delivered event. Data is the event in the sink's format (a copy; nil for

@@ -50,6 +50,8 @@ func newContext(t *testing.T) *conflux.Context {
 // with the older struct, or untyped) and prints what it got.
 func runHelper(kind string, args []string) int {
 	switch kind {
+	case "transform":
+		return runTransformHelper(args)
 	case "reader":
 		s, err := conflux.OpenSpace(args[0], nil)
 		if err != nil {

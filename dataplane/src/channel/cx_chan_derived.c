@@ -32,6 +32,7 @@ struct chan_derived {
     struct compiled *last; /* the program that ran on the event being delivered */
     uint8_t *pbuf;         /* projection output */
     size_t pcap;
+    uint64_t waited;       /* events dropped while the projection was not known here */
 };
 
 static struct chan_derived *dv_of(struct chan_dest *d)
@@ -152,8 +153,18 @@ int chan_filter_run(struct chan_dest *d, const struct cx_format *fmt, const void
             return -ENOMEM;
         if (c->rc == -EAGAIN) {
             compiled_free(c);
-            return -EAGAIN; /* dropped (counted as filtered) until the format is here */
+            if (!dv->waited++) /* said once: the drops are counted as filtered, not silent */
+                fprintf(stderr, "conflux channel %s: derived sink's program '%s' computes "
+                        "fields into projection format %016llx, not known at this source "
+                        "yet: its events are dropped (counted as filtered) until it is\n",
+                        d->ch->id, d->filter, (unsigned long long)d->proj_token);
+            return -EAGAIN;
         }
+        if (dv->waited)
+            fprintf(stderr, "conflux channel %s: projection format %016llx now known: program "
+                    "'%s' runs (%llu events were dropped before)\n", d->ch->id,
+                    (unsigned long long)d->proj_token, d->filter,
+                    (unsigned long long)dv->waited);
         dv->c[dv->n++] = c;
     }
     if (c->rc < 0)

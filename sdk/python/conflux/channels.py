@@ -187,13 +187,24 @@ class Channel:
              format_name="record"):
         """Subscribes a sink. dtype: the events' dtype here (converted from the sender's by
         field name); None: untyped, each event's data is a dict. callback(event) runs on the
-        runtime's thread; without it events queue up for sink.get(). filter: an expression
-        run at every source ("id % 4 == 0 && x > 10.0"); projection: a smaller dtype or
-        format the sources convert to before sending."""
+        runtime's thread; without it events queue up for sink.get(). filter: a program
+        run at every source before it sends (docs/filter-language.md): a condition
+        ("id % 4 == 0 && x > 10.0"), or `;`-separated statements that also compute fields
+        of the projection and keep state between events ("every(8); mean = wmean(x, 8)").
+        projection: a smaller dtype or format the sources convert to before sending, into
+        which the program's computed fields are written (the same dtype as `dtype`: the
+        sink's own format). A bad program raises conflux.Error (EINVAL, naming the column)."""
         fmt = Format.of(dtype, format_name)
         if fmt is not None and fmt.dtype is None:
             raise TypeError("a typed sink needs a format with a numpy dtype")
-        proj = Format.of(projection, format_name + "_projection") if projection is not None else None
+        if projection is None:
+            proj = None
+        elif fmt is not None and not isinstance(projection, (Format, str, dict)) and \
+                (projection.dtype if isinstance(projection, np.ndarray) else
+                 np.dtype(projection)) == fmt.dtype:
+            proj = fmt  # the events arrive in the sink's own format
+        else:
+            proj = Format.of(projection, format_name + "_projection")
         return Sink(self, fmt, callback, filter, proj)
 
     def wait_members(self, sources=0, sinks=0, timeout=5.0):
