@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	conflux "conflux.dev/operator/api/v1alpha1"
+	"conflux.dev/operator/internal/placement"
 	"conflux.dev/operator/internal/sidecar"
 )
 
@@ -35,11 +36,7 @@ func podFromTemplate(sts *appsv1.StatefulSet, ns string) *corev1.Pod {
 func TestSpacePodIsRestrictedAndPullsWithTheSecret(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
-	var nsObj corev1.Namespace
-	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: ns}, &nsObj)).To(Succeed())
-	nsObj.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
-	g.Expect(k8sClient.Update(ctx, &nsObj)).To(Succeed())
+	ns := newPSANamespace(t, g, "restricted")
 
 	g.Expect(k8sClient.Create(ctx, newSpace(ns, "sec"))).To(Succeed())
 	sts := &appsv1.StatefulSet{}
@@ -113,4 +110,47 @@ func TestWorkflowPodsPullSecretsAndSidecarQoS(t *testing.T) {
 	pod = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b-0", Namespace: ns}, Spec: *bd.Spec.Template.Spec.DeepCopy()}
 	g.Expect(k8sClient.Create(ctx, pod)).To(Succeed())
 	g.Expect(pod.Status.QOSClass).To(Equal(corev1.PodQOSBurstable))
+}
+
+// newPSANamespace is a fresh namespace whose pods PodSecurity admission holds to level.
+func newPSANamespace(t *testing.T, g Gomega, level string) string {
+	ns := newNamespace(t)
+	var obj corev1.Namespace
+	g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Name: ns}, &obj)).To(Succeed())
+	obj.Labels["pod-security.kubernetes.io/enforce"] = level
+	g.Expect(k8sClient.Update(context.Background(), &obj)).To(Succeed())
+	return ns
+}
+
+// The Pod Security level the sidecar needs: with the TCP transport it passes "restricted"
+// (next to an app that does); a fast link adds IPC_LOCK, which not even "baseline"
+// allows: fabric pods need a "privileged" namespace.
+func TestSidecarPodSecurityLevels(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	restrictedApp := func() corev1.PodTemplateSpec {
+		tpl := appTemplate()
+		tpl.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr(true),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+		tpl.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false),
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+		sidecar.Inject(&tpl.Spec, sidecar.Config{Image: testImage, Inputs: []string{"in"}})
+		return tpl
+	}
+	pod := func(name, ns string, tpl corev1.PodTemplateSpec) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: tpl.Annotations}, Spec: tpl.Spec}
+	}
+	restricted := newPSANamespace(t, g, "restricted")
+	g.Expect(k8sClient.Create(ctx, pod("tcp", restricted, restrictedApp()))).To(Succeed(), "the TCP sidecar is restricted")
+
+	fast := restrictedApp()
+	placement.ApplyFabric(&fast, &conflux.Fabric{ObjectMeta: metav1.ObjectMeta{Name: "ib"},
+		Spec: conflux.FabricSpec{Kind: conflux.FabricRDMA}})
+	g.Expect(sidecar.Find(&fast.Spec).SecurityContext.Capabilities.Add).To(ContainElement(corev1.Capability("IPC_LOCK")))
+	baseline := newPSANamespace(t, g, "baseline")
+	err := k8sClient.Create(ctx, pod("fast", baseline, fast))
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+	g.Expect(err.Error()).To(ContainSubstring("IPC_LOCK"))
+	privileged := newPSANamespace(t, g, "privileged")
+	g.Expect(k8sClient.Create(ctx, pod("fast", privileged, fast))).To(Succeed())
 }
