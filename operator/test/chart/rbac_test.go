@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -187,10 +188,14 @@ func TestOperatorWorksWithTheChartsRBAC(t *testing.T) {
 	}, wait, 100*time.Millisecond).Should(Succeed(), "Events in a user namespace")
 
 	// a disruption budget no longer asked for is deleted
-	var wf conflux.Workflow
-	g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "wf"}, &wf)).To(Succeed())
-	wf.Spec.Components[0].DisruptionBudget = nil
-	g.Expect(admin.Update(ctx, &wf)).To(Succeed())
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error { // the operator writes the status meanwhile
+		var wf conflux.Workflow
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "wf"}, &wf); err != nil {
+			return err
+		}
+		wf.Spec.Components[0].DisruptionBudget = nil
+		return admin.Update(ctx, &wf)
+	})).To(Succeed())
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "wf-ana"}, &policyv1.PodDisruptionBudget{}))
 	}, wait, 100*time.Millisecond).Should(BeTrue(), "the component's disruption budget is deleted")
