@@ -73,6 +73,7 @@ func main() {
 	flag.StringVar(&edgeNodeID, "edge-node-id", "conflux-edge", "node.id of the edge Envoys (their bootstrap).")
 	flag.UintVar(&edgeListenPort, "edge-listen-port", 10000, "Port the edge Envoy listens on for TLS from remote clusters.")
 	flag.StringVar(&clusterDomain, "cluster-domain", "cluster.local", "DNS domain of this cluster (the edge reaches Spaces at <space>.<namespace>.svc.<domain>).")
+	pods := bindPodFlags(flag.CommandLine)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -95,7 +96,7 @@ func main() {
 		os.Exit(2)
 	}
 	setup := controller.Config{Image: image, Spaces: spaces, Webhooks: enableWebhooks, StatsInterval: statsInterval,
-		MaxConcurrentReconciles: maxConcurrent, UnlinkTimeout: unlinkTimeout}
+		MaxConcurrentReconciles: maxConcurrent, UnlinkTimeout: unlinkTimeout, Pods: pods.mustOptions()}
 	if edgeXDSAddr != "" {
 		if edgeListenPort == 0 || edgeListenPort > 65535 {
 			fmt.Fprintf(os.Stderr, "--edge-listen-port=%d: give a port 1-65535\n", edgeListenPort)

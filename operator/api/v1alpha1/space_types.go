@@ -44,6 +44,11 @@ type SpaceSpec struct {
 	// Exposure of the space to remote clusters through the edge.
 	// +optional
 	Exposure *SpaceExposure `json:"exposure,omitempty"`
+
+	// DisruptionBudget, when set, gives the space server a PodDisruptionBudget owned by the
+	// Space; none by default (a one-pod server with maxUnavailable 0 blocks node drains).
+	// +optional
+	DisruptionBudget *SpaceDisruptionBudget `json:"disruptionBudget,omitempty"`
 }
 
 // SpaceStorage describes the volume of the space server.

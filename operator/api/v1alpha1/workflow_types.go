@@ -161,6 +161,7 @@ type WorkflowSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.placement) || !has(self.placement.colocateWith) || !(self.name in self.placement.colocateWith)",message="a component cannot colocate with itself"
 // +kubebuilder:validation:XValidation:rule="(has(self.workload) && self.workload == 'Job') || !(has(self.completions) || has(self.parallelism) || has(self.backoffLimit) || has(self.activeDeadlineSeconds) || has(self.ttlSecondsAfterFinished))",messageExpression="'component ' + self.name + ': completions, parallelism, backoffLimit, activeDeadlineSeconds and ttlSecondsAfterFinished apply to a Job component only (workload: Job)'"
 // +kubebuilder:validation:XValidation:rule="!has(self.workload) || self.workload != 'Job' || !has(self.template.spec) || !has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy != 'Always'",messageExpression="'component ' + self.name + ': a Job component restarts its pods Never or OnFailure, not Always'"
+// +kubebuilder:validation:XValidation:rule="!has(self.workload) || self.workload != 'Job' || !has(self.disruptionBudget)",messageExpression="'component ' + self.name + ': a Job component has no disruptionBudget (a PodDisruptionBudget needs a scalable controller)'"
 // +kubebuilder:validation:XValidation:rule="!has(self.workload) || self.workload != 'Job' || !has(self.replicas) || self.replicas == 1",messageExpression="'component ' + self.name + ': a Job component has no replicas; set parallelism and completions'"
 type Component struct {
 	// Name of the component, a DNS label.
@@ -233,6 +234,11 @@ type Component struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// DisruptionBudget, when set, gives the component's pods a PodDisruptionBudget owned by
+	// the Workflow (a Deployment or StatefulSet component; removed once no longer asked).
+	// +optional
+	DisruptionBudget *ComponentDisruptionBudget `json:"disruptionBudget,omitempty"`
 }
 
 // Placement hints of a component.

@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,17 +33,18 @@ const (
 	FieldOwner = "conflux-operator"
 )
 
-// CacheOptions restricts the manager's cache of Deployments, StatefulSets, Jobs and Services
-// to the objects the operator manages, so that it does not mirror every workload of the
-// cluster, and keeps of each Node only what the Fabric reconciler reads (trimNode).
+// CacheOptions restricts the manager's cache of Deployments, StatefulSets, Jobs, Services and
+// PodDisruptionBudgets to the objects the operator manages, so that it does not mirror every
+// workload of the cluster, and keeps of each Node only what the Fabric reconciler reads (trimNode).
 func CacheOptions() cache.Options {
 	sel := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&appsv1.Deployment{}:  {Label: sel},
-		&appsv1.StatefulSet{}: {Label: sel},
-		&corev1.Service{}:     {Label: sel},
-		&corev1.Node{}:        {Transform: trimNode},
-		&batchv1.Job{}:        {Label: sel},
+		&appsv1.Deployment{}:            {Label: sel},
+		&appsv1.StatefulSet{}:           {Label: sel},
+		&corev1.Service{}:               {Label: sel},
+		&corev1.Node{}:                  {Transform: trimNode},
+		&batchv1.Job{}:                  {Label: sel},
+		&policyv1.PodDisruptionBudget{}: {Label: sel},
 	}}
 }
 

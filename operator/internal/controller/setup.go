@@ -53,6 +53,9 @@ type Config struct {
 	// UnlinkTimeout: how long a deleted Channel retries an unlink before giving up
 	// (0: DefaultUnlinkTimeout).
 	UnlinkTimeout time.Duration
+	// Pods: what the operator adds to the pods it creates or injects (pull secrets, the
+	// sidecar's resources).
+	Pods PodOptions
 	// Edge, when set, is the edge's xDS server (Addr, NodeID, Options filled in); SetupAll
 	// gives it the manager's cache, an event recorder and a logger and adds it to mgr.
 	Edge *edge.Server
@@ -67,7 +70,7 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, c Config) error {
 	}
 	rec := mgr.GetEventRecorderFor(EventSource)
 	opts := controller.Options{MaxConcurrentReconciles: max(c.MaxConcurrentReconciles, 1)}
-	spaceRec := &SpaceReconciler{Client: mgr.GetClient(), Recorder: rec, Image: image}
+	spaceRec := &SpaceReconciler{Client: mgr.GetClient(), Recorder: rec, Image: image, ImagePullSecrets: c.Pods.ImagePullSecrets}
 	if c.Edge != nil {
 		changes := make(chan event.GenericEvent, 1024)
 		spaceRec.Edge, spaceRec.EdgeChanges = c.Edge, changes
@@ -91,14 +94,15 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, c Config) error {
 	if err := chRec.SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	if err := (&WorkflowReconciler{Client: mgr.GetClient(), Recorder: rec, Image: image}).SetupWithManager(mgr, opts); err != nil {
+	if err := (&WorkflowReconciler{Client: mgr.GetClient(), Recorder: rec, Image: image, Pods: c.Pods}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
 	if err := (&FabricReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
 	if webhooks {
-		cxwebhook.SetupPodInjector(mgr, image)
+		cxwebhook.SetupPodInjector(mgr, &cxwebhook.PodInjector{Image: image, Resources: c.Pods.SidecarResources,
+			ImagePullSecrets: c.Pods.ImagePullSecrets})
 		if err := cxwebhook.SetupWorkflowValidator(mgr); err != nil {
 			return err
 		}

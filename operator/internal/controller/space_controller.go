@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
@@ -30,6 +31,8 @@ type SpaceReconciler struct {
 	Recorder record.EventRecorder
 	// Image of confluxd.
 	Image string
+	// ImagePullSecrets (names) added to the space server pods.
+	ImagePullSecrets []string
 	// Edge, when the operator runs the edge: what it does with each Space (the Exposed
 	// condition). Nil: exposure is not served.
 	Edge ExposureView
@@ -58,7 +61,8 @@ type spaceScope struct {
 
 // Only what the code does: the finalizer is patched, the status is patched, owned objects
 // are created and updated (applyOwned), never patched or deleted (the garbage collector
-// deletes them). spaces/finalizers: the owner references of the StatefulSet and Service
+// deletes them; only a PodDisruptionBudget no longer asked for is deleted, see
+// space_controller_pdb.go). spaces/finalizers: the owner references of the StatefulSet and Service
 // block their owner's deletion, which OwnerReferencesPermissionEnforcement allows only
 // with update on the owner's finalizers. Events: every reconciler's recorder (core/v1).
 // +kubebuilder:rbac:groups=conflux.dev,resources=spaces,verbs=get;list;watch;patch
@@ -102,7 +106,7 @@ func (r *SpaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res 
 	}
 
 	var errs []error
-	for _, p := range []phase[*spaceScope]{r.reconcileService, r.reconcileStatefulSet, r.reconcileChannels} {
+	for _, p := range []phase[*spaceScope]{r.reconcileService, r.reconcileStatefulSet, r.reconcileDisruptionBudget, r.reconcileChannels} {
 		if _, err := p(ctx, s); err != nil {
 			errs = append(errs, err)
 		}
@@ -149,6 +153,7 @@ func (r *SpaceReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Opt
 		For(&conflux.Space{}, builder.WithPredicates(specChanged)).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&conflux.Channel{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			ch := o.(*conflux.Channel)
 			if ch.Spec.Space == "" {

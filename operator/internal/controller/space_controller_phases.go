@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	conflux "conflux.dev/operator/api/v1alpha1"
+	"conflux.dev/operator/internal/sidecar"
 )
 
 // SpaceDataVolume is the name of the space server's volume claim template.
@@ -64,7 +65,7 @@ func (r *SpaceReconciler) reconcileStatefulSet(ctx context.Context, s *spaceScop
 			}
 		}
 		sts.Spec.Replicas = ptr(int32(1))
-		sts.Spec.Template = spacePodTemplate(sp, r.Image)
+		sts.Spec.Template = spacePodTemplate(sp, r.Image, r.ImagePullSecrets)
 		return controllerutil.SetControllerReference(sp, sts, r.Scheme())
 	})
 	if err != nil {
@@ -117,11 +118,16 @@ func spaceArgs(sp *conflux.Space) []string {
 	return args
 }
 
-func spacePodTemplate(sp *conflux.Space, image string) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{
+// spacePodTemplate is the space server's pod: it passes the "restricted" Pod Security
+// Standard (non-root, RuntimeDefault seccomp, no privilege escalation, every capability
+// dropped, set on the pod and on the container) and carries the operator's image pull
+// secrets.
+func spacePodTemplate(sp *conflux.Space, image string, pullSecrets []string) corev1.PodTemplateSpec {
+	tpl := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: spaceLabels(sp)},
 		Spec: corev1.PodSpec{
-			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), FSGroup: ptr(int64(65532)), RunAsUser: ptr(int64(65532))},
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), FSGroup: ptr(int64(65532)), RunAsUser: ptr(int64(65532)),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			Containers: []corev1.Container{{
 				Name:  "confluxd",
 				Image: image,
@@ -134,11 +140,14 @@ func spacePodTemplate(sp *conflux.Space, image string) corev1.PodTemplateSpec {
 				ReadinessProbe: &corev1.Probe{PeriodSeconds: 2, ProbeHandler: corev1.ProbeHandler{
 					TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("space")}}},
 				VolumeMounts: []corev1.VolumeMount{{Name: SpaceDataVolume, MountPath: SpaceDataPath}},
-				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false),
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), RunAsNonRoot: ptr(true),
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 			}},
 		},
 	}
+	sidecar.AddImagePullSecrets(&tpl.Spec, pullSecrets)
+	return tpl
 }
 
 func ptr[T any](v T) *T { return &v }

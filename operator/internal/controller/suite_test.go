@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -38,10 +39,16 @@ var (
 	testEdge   = &edge.Server{Addr: "127.0.0.1:0", NodeID: testEdgeNode, Options: edge.Options{ListenPort: 10000, ClusterDomain: "cluster.local"}}
 	testScheme = runtime.NewScheme()
 	nsCounter  atomic.Int32
+	// testPods: the pull secret and sidecar resources the suite's operator adds to pods.
+	testPods = PodOptions{ImagePullSecrets: []string{testPullSecret}, SidecarResources: &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}}
 )
 
 const (
 	testImage = "conflux/confluxd:test"
+	// testPullSecret is the image pull secret of confluxd in the suite.
+	testPullSecret = "confluxd-pull"
 	// testEdgeNode is the node id the test's xDS client presents.
 	testEdgeNode = "test-edge"
 	// testStatsInterval: how often registered Channels re-read their stats in the suite.
@@ -99,7 +106,7 @@ func runSuite(m *testing.M) int {
 	defer cancel()
 	if err := SetupAll(ctx, mgr, Config{Image: testImage, Spaces: fakeSpaces, Webhooks: true,
 		StatsInterval: testStatsInterval, Edge: testEdge, MaxConcurrentReconciles: DefaultMaxConcurrentReconciles,
-		UnlinkTimeout: testUnlinkTimeout}); err != nil {
+		UnlinkTimeout: testUnlinkTimeout, Pods: testPods}); err != nil {
 		panic(err)
 	}
 	done := make(chan error, 1)

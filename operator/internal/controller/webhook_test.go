@@ -39,6 +39,8 @@ func TestWebhookInjectsSidecar(t *testing.T) {
 	g.Expect(sc.LivenessProbe.HTTPGet.Path).To(Equal("/healthz"))
 	g.Expect(pod.Spec.Containers[0].Env).To(ContainElement(HaveField("Name", sidecar.SocketEnv)))
 	g.Expect(pod.Spec.Volumes).To(ContainElement(HaveField("Name", sidecar.RunVolume)))
+	g.Expect(pod.Spec.ImagePullSecrets).To(ConsistOf(corev1.LocalObjectReference{Name: testPullSecret}), "to pull the sidecar's image")
+	g.Expect(sc.Resources.Limits).To(Equal(testPods.SidecarResources.Limits), "the configured sidecar resources")
 
 	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: ns},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}}}}

@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
@@ -27,6 +28,8 @@ type WorkflowReconciler struct {
 	Recorder record.EventRecorder
 	// Image of confluxd.
 	Image string
+	// Pods: the sidecar's resources and the image pull secrets added to every pod.
+	Pods PodOptions
 }
 
 // componentState is what one reconcile learned about a component.
@@ -89,7 +92,7 @@ func (r *WorkflowReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 		}
 	}()
 
-	for _, p := range []phase[*workflowScope]{r.resolveChannels, r.place, r.reconcileWorkloads, r.deleteOrphans} {
+	for _, p := range []phase[*workflowScope]{r.resolveChannels, r.place, r.reconcileWorkloads, r.reconcileDisruptionBudgets, r.deleteOrphans} {
 		done, err := p(ctx, s)
 		if err != nil {
 			r.Recorder.Eventf(wf, corev1.EventTypeWarning, conflux.ReasonReconcileError, "%v", err)
@@ -111,6 +114,7 @@ func (r *WorkflowReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&conflux.Channel{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return requestsFor(ctx, r, &conflux.WorkflowList{}, client.InNamespace(o.GetNamespace()),
 				client.MatchingFields{workflowChannelIndex: o.GetName()})

@@ -190,7 +190,8 @@ func (r *WorkflowReconciler) podTemplate(s *workflowScope, c conflux.Component) 
 	tpl.Labels[conflux.ComponentLabel] = c.Name
 	d := s.decisions[c.Name]
 	sidecar.Inject(&tpl.Spec, sidecar.Config{Image: r.Image, Inputs: c.Inputs, Outputs: c.Outputs,
-		RestartPolicy: string(wf.Spec.RestartPolicy), Transport: "tcp"})
+		RestartPolicy: string(wf.Spec.RestartPolicy), Transport: "tcp",
+		Resources: r.Pods.SidecarResources, ImagePullSecrets: r.Pods.ImagePullSecrets})
 	if f, ok := s.fabrics[d.Fabric]; ok && d.Link == conflux.LinkFast {
 		placement.ApplyFabric(&tpl, f)
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -40,6 +39,11 @@ type Config struct {
 	Transport string
 	// Fabric name, when any.
 	Fabric string
+	// Resources of the sidecar; nil: DefaultResources. Inject makes requests equal limits
+	// for cpu and memory when the pod is Guaranteed without the sidecar.
+	Resources *corev1.ResourceRequirements
+	// ImagePullSecrets (names) Inject adds to the pod, to pull Image.
+	ImagePullSecrets []string
 }
 
 // Find returns the sidecar container of spec, or nil.
@@ -106,23 +110,38 @@ func Container(cfg Config) corev1.Container {
 		LivenessProbe:  probe("/healthz", 10, 3),
 		ReadinessProbe: probe("/readyz", 5, 3),
 		VolumeMounts:   []corev1.VolumeMount{{Name: RunVolume, MountPath: RunDir}},
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse("50m"),
-			corev1.ResourceMemory: resource.MustParse("64Mi"),
-		}},
+		Resources:      resources(cfg),
+		// The "restricted" Pod Security level for the container (the image runs as 65532);
+		// a fast link adds IPC_LOCK (placement.ApplyFabric), which needs "privileged".
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr(false),
+			RunAsNonRoot:             ptr(true),
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
 	}
 }
 
-// Inject adds the sidecar, the shared run volume and the socket env of every app container
-// to spec. It does nothing and returns false when the sidecar is already there.
+func resources(cfg Config) corev1.ResourceRequirements {
+	if cfg.Resources == nil {
+		return DefaultResources()
+	}
+	return *cfg.Resources.DeepCopy()
+}
+
+// Inject adds the sidecar, the shared run volume, the socket env of every app container and
+// cfg.ImagePullSecrets to spec. A pod that is Guaranteed without the sidecar stays
+// Guaranteed: the sidecar's cpu and memory requests are set equal to its limits. It does
+// nothing and returns false when the sidecar is already there.
 func Inject(spec *corev1.PodSpec, cfg Config) bool {
 	if Find(spec) != nil {
 		return false
 	}
+	if QOSClass(spec) == corev1.PodQOSGuaranteed {
+		r := guaranteedResources(resources(cfg))
+		cfg.Resources = &r
+	}
+	AddImagePullSecrets(spec, cfg.ImagePullSecrets)
 	hasVolume := false
 	for _, v := range spec.Volumes {
 		if v.Name == RunVolume {
@@ -144,6 +163,19 @@ func Inject(spec *corev1.PodSpec, cfg Config) bool {
 	}
 	spec.InitContainers = append(spec.InitContainers, Container(cfg))
 	return true
+}
+
+// AddImagePullSecrets adds the secrets of names that spec does not list yet, after its own.
+func AddImagePullSecrets(spec *corev1.PodSpec, names []string) {
+	for _, n := range names {
+		found := false
+		for _, s := range spec.ImagePullSecrets {
+			found = found || s.Name == n
+		}
+		if !found {
+			spec.ImagePullSecrets = append(spec.ImagePullSecrets, corev1.LocalObjectReference{Name: n})
+		}
+	}
 }
 
 // SplitList parses "a, b,,c" into [a b c].

@@ -24,6 +24,10 @@ const PodInjectorPath = "/mutate-v1-pod"
 type PodInjector struct {
 	// Image of confluxd.
 	Image string
+	// Resources of the sidecar (nil: sidecar.DefaultResources).
+	Resources *corev1.ResourceRequirements
+	// ImagePullSecrets (names) added to the pod, to pull Image.
+	ImagePullSecrets []string
 }
 
 var _ admission.CustomDefaulter = &PodInjector{}
@@ -38,14 +42,15 @@ func (p *PodInjector) Default(_ context.Context, obj runtime.Object) error {
 	if len(channels) == 0 {
 		return nil
 	}
-	if sidecar.Inject(&pod.Spec, sidecar.Config{Image: p.Image, Channels: channels, Transport: "tcp"}) {
+	if sidecar.Inject(&pod.Spec, sidecar.Config{Image: p.Image, Channels: channels, Transport: "tcp",
+		Resources: p.Resources, ImagePullSecrets: p.ImagePullSecrets}) {
 		pod.Annotations[conflux.InjectedAnnotation] = "true"
 	}
 	return nil
 }
 
-// SetupPodInjector registers the injector on the manager's webhook server.
-func SetupPodInjector(mgr ctrl.Manager, image string) {
+// SetupPodInjector registers p on the manager's webhook server.
+func SetupPodInjector(mgr ctrl.Manager, p *PodInjector) {
 	mgr.GetWebhookServer().Register(PodInjectorPath,
-		admission.WithCustomDefaulter(mgr.GetScheme(), &corev1.Pod{}, &PodInjector{Image: image}))
+		admission.WithCustomDefaulter(mgr.GetScheme(), &corev1.Pod{}, p))
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"conflux.dev/operator/internal/controller"
 )
@@ -13,22 +12,7 @@ import (
 // the schema refuses values the operator would refuse.
 func TestOperatorConcurrencyValues(t *testing.T) {
 	g := NewWithT(t)
-	args := func(set ...string) []string {
-		objs, err := render(t, set...)
-		g.Expect(err).NotTo(HaveOccurred())
-		for _, o := range objs {
-			if o.GetKind() == "Deployment" && o.GetName() == "conflux" {
-				cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-				var out []string
-				for _, a := range cs[0].(map[string]any)["args"].([]any) {
-					out = append(out, a.(string))
-				}
-				return out
-			}
-		}
-		t.Fatalf("no operator Deployment in %v", kinds(objs))
-		return nil
-	}
+	args := func(set ...string) []string { return operatorArgs(t, g, set...) }
 	g.Expect(args()).To(ContainElements("--max-concurrent-reconciles=4", "--kube-api-qps=300", "--kube-api-burst=600"))
 	g.Expect(args("--set", "operator.maxConcurrentReconciles=16", "--set", "operator.kubeAPIQPS=50",
 		"--set", "operator.kubeAPIBurst=80")).To(ContainElements("--max-concurrent-reconciles=16",

@@ -42,7 +42,8 @@ func TestPlatformValuesReachTheObjects(t *testing.T) {
 	c := at("containers").([]any)[0].(map[string]any)
 	g.Expect(c["image"]).To(Equal("conflux/operator@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"))
 	g.Expect(c["args"]).To(ContainElements("--zap-devel=false",
-		"--confluxd-image=conflux/confluxd@sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"))
+		"--confluxd-image=conflux/confluxd@sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210",
+		"--pod-image-pull-secrets=confluxd-pull", "--sidecar-requests=cpu=100m,memory=64Mi", "--sidecar-limits=cpu=1,memory=256Mi"))
 	g.Expect(c["env"]).To(ContainElement(map[string]any{"name": "GOMAXPROCS", "value": "2"}))
 
 	pdb := find(t, objs, "PodDisruptionBudget", "conflux")

@@ -12,13 +12,16 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -118,8 +121,9 @@ func TestOperatorWorksWithTheChartsRBAC(t *testing.T) {
 	g.Expect(admin.Create(ctx, &conflux.Fabric{ObjectMeta: metav1.ObjectMeta{Name: "ib"}, Spec: conflux.FabricSpec{
 		Kind: conflux.FabricRDMA, NodeSelector: map[string]string{"fabric": "ib"}}})).To(Succeed())
 	g.Expect(admin.Create(ctx, &conflux.Space{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: ns}, Spec: conflux.SpaceSpec{
-		Storage:  conflux.SpaceStorage{Size: resource.MustParse("1Gi")},
-		Exposure: &conflux.SpaceExposure{Enabled: true, SNIHost: "s.rbac.test"}}})).To(Succeed())
+		Storage:          conflux.SpaceStorage{Size: resource.MustParse("1Gi")},
+		Exposure:         &conflux.SpaceExposure{Enabled: true, SNIHost: "s.rbac.test"},
+		DisruptionBudget: &conflux.SpaceDisruptionBudget{MaxUnavailable: 1}}})).To(Succeed())
 	for _, c := range []*conflux.Channel{
 		{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns}, Spec: conflux.ChannelSpec{Kind: conflux.ChannelKindPipe, Space: "s"}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "lost", Namespace: ns}, Spec: conflux.ChannelSpec{Kind: conflux.ChannelKindPipe, Space: "nope"}},
@@ -128,7 +132,8 @@ func TestOperatorWorksWithTheChartsRBAC(t *testing.T) {
 	}
 	g.Expect(admin.Create(ctx, &conflux.Workflow{ObjectMeta: metav1.ObjectMeta{Name: "wf", Namespace: ns}, Spec: conflux.WorkflowSpec{
 		Components: []conflux.Component{{Name: "ana", Inputs: []string{"c"},
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}}}}},
+			DisruptionBudget: &conflux.ComponentDisruptionBudget{MinAvailable: ptr.To(intstr.FromInt32(1))},
+			Template:         corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}}}}},
 			{Name: "db", Workload: conflux.WorkloadStatefulSet,
 				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}}}}},
 			{Name: "step", Workload: conflux.WorkloadJob,
@@ -161,6 +166,11 @@ func TestOperatorWorksWithTheChartsRBAC(t *testing.T) {
 		var sts appsv1.StatefulSet
 		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s"}, &sts)).To(Succeed())
 		g.Expect(blocksOwnerDeletion(sts.OwnerReferences, "Space")).To(BeTrue(), "the space server blocks its Space's deletion")
+		var pdb policyv1.PodDisruptionBudget
+		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s"}, &pdb)).To(Succeed())
+		g.Expect(blocksOwnerDeletion(pdb.OwnerReferences, "Space")).To(BeTrue(), "the Space's disruption budget")
+		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "wf-ana"}, &pdb)).To(Succeed())
+		g.Expect(blocksOwnerDeletion(pdb.OwnerReferences, "Workflow")).To(BeTrue(), "the component's disruption budget")
 		var fab conflux.Fabric
 		g.Expect(admin.Get(ctx, client.ObjectKey{Name: "ib"}, &fab)).To(Succeed())
 		g.Expect(fab.Status.MatchingNodes).To(Equal(int32(1)))
@@ -176,6 +186,19 @@ func TestOperatorWorksWithTheChartsRBAC(t *testing.T) {
 		}
 		g.Expect(reasons).To(HaveKey("lost/" + conflux.ReasonSpaceNotFound))
 	}, wait, 100*time.Millisecond).Should(Succeed(), "Events in a user namespace")
+
+	// a disruption budget no longer asked for is deleted
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error { // the operator writes the status meanwhile
+		var wf conflux.Workflow
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "wf"}, &wf); err != nil {
+			return err
+		}
+		wf.Spec.Components[0].DisruptionBudget = nil
+		return admin.Update(ctx, &wf)
+	})).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "wf-ana"}, &policyv1.PodDisruptionBudget{}))
+	}, wait, 100*time.Millisecond).Should(BeTrue(), "the component's disruption budget is deleted")
 
 	// finalizers: the Channel is unlinked and released, then the Space drains and goes
 	g.Expect(admin.Delete(ctx, &conflux.Channel{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns}})).To(Succeed())
