@@ -91,3 +91,17 @@ func TestResourcesFromFlags(t *testing.T) {
 		g.Expect(err).To(HaveOccurred(), "%q", bad)
 	}
 }
+
+func TestInjectRunAsNonRootUnlessThePodIsRoot(t *testing.T) {
+	g := NewWithT(t)
+	plain := &corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}
+	Inject(plain, Config{Image: "x"})
+	g.Expect(Find(plain).SecurityContext.RunAsNonRoot).To(Equal(ptr(true)), "restricted by default")
+	root := int64(0)
+	asRoot := &corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsUser: &root},
+		Containers: []corev1.Container{{Name: "app"}}}
+	Inject(asRoot, Config{Image: "x"})
+	sc := Find(asRoot).SecurityContext
+	g.Expect(sc.RunAsNonRoot).To(BeNil(), "a pod that runs as root keeps a sidecar that can start")
+	g.Expect(sc.Capabilities.Drop).To(ContainElement(corev1.Capability("ALL")))
+}

@@ -161,7 +161,13 @@ func Inject(spec *corev1.PodSpec, cfg Config) bool {
 			c.Env = append(c.Env, corev1.EnvVar{Name: SocketEnv, Value: RunDir + "/confluxd.sock"})
 		}
 	}
-	spec.InitContainers = append(spec.InitContainers, Container(cfg))
+	c := Container(cfg)
+	if sc := spec.SecurityContext; sc != nil && sc.RunAsUser != nil && *sc.RunAsUser == 0 {
+		// a pod that runs as root on purpose: the sidecar inherits uid 0 (it shares the run
+		// volume's socket with the app), and runAsNonRoot would keep it from starting
+		c.SecurityContext.RunAsNonRoot = nil
+	}
+	spec.InitContainers = append(spec.InitContainers, c)
 	return true
 }
 
