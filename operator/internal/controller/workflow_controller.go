@@ -27,6 +27,8 @@ type WorkflowReconciler struct {
 	Recorder record.EventRecorder
 	// Image of confluxd.
 	Image string
+	// Upgrades: when a running workload takes a new Image (nil: at once).
+	Upgrades *Upgrades
 }
 
 // componentState is what one reconcile learned about a component.
@@ -56,6 +58,8 @@ type workflowScope struct {
 	finished bool
 	now      metav1.Time
 	err      error
+	// upgradeWaiting: a workload waits for an upgrade wave (reconcile again).
+	upgradeWaiting bool
 }
 
 // workflows/finalizers: the workloads' owner references block the Workflow's deletion
@@ -98,6 +102,9 @@ func (r *WorkflowReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 		if done {
 			break
 		}
+	}
+	if s.upgradeWaiting {
+		return ctrl.Result{RequeueAfter: r.Upgrades.Recheck}, nil
 	}
 	return ctrl.Result{}, nil
 }
