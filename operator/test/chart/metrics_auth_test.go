@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -101,6 +102,14 @@ func TestMetricsNeedAReaderToken(t *testing.T) {
 	g.Expect(get("not-a-token")).To(BeElementOf(http.StatusUnauthorized, http.StatusInternalServerError), "a token the API server does not know")
 	g.Expect(get(token("stranger"))).To(Equal(http.StatusForbidden), "a ServiceAccount not bound to metrics-reader")
 	g.Expect(get(token("scraper"))).To(Equal(http.StatusOK), "a ServiceAccount bound to metrics-reader")
+	// metrics-reader grants /metrics and nothing else
+	scraper := rest.CopyConfig(restCfg)
+	scraper.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + namespace + ":scraper",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
+	sc, err := client.New(scraper, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	err = sc.List(ctx, &corev1.PodList{})
+	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "a metrics reader listing pods must be forbidden, got %v", err)
 
 	// the ServiceMonitor scrapes over https with its pod's token
 	objs, err = render(t, "--set", "serviceMonitor.enabled=true")
