@@ -100,10 +100,9 @@ func applyRolled[T client.Object](ctx context.Context, c client.Client, u *Upgra
 	wk := workloadKey(cur)
 	admitted := false
 	if same { // only the image lags
-		ok := false
-		limit := 0
+		ok, limit := false, 0
 		if u.Policy == UpgradeWaves {
-			if ok, limit, err = u.admit(ctx, wk); err != nil {
+			if ok, admitted, limit, err = u.admit(ctx, wk); err != nil {
 				return cur, false, err
 			}
 		}
@@ -118,7 +117,6 @@ func applyRolled[T client.Object](ctx context.Context, c client.Client, u *Upgra
 			}
 			return cur, u.Policy == UpgradeWaves, nil
 		}
-		admitted = true
 	}
 	if err := mutate(cur); err != nil {
 		return cur, false, err

@@ -124,18 +124,19 @@ func (u *Upgrades) rolledWorkloads(ctx context.Context) ([]client.Object, error)
 	return out, nil
 }
 
-// admit decides whether the workload key (running another image) may take u.Image now.
-// It returns the limit when it may not.
-func (u *Upgrades) admit(ctx context.Context, key string) (bool, int, error) {
+// admit decides whether the workload key (running another image) may take u.Image now, and
+// returns the limit. fresh: this call admitted it (not an earlier one whose write the cache
+// does not show yet); only a fresh admission is released when its write fails.
+func (u *Upgrades) admit(ctx context.Context, key string) (ok, fresh bool, limit int, err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	all, err := u.rolledWorkloads(ctx)
 	if err != nil {
-		return false, 0, err
+		return false, false, 0, err
 	}
-	limit, err := intstr.GetScaledValueFromIntOrPercent(&u.MaxInFlight, len(all), true)
+	limit, err = intstr.GetScaledValueFromIntOrPercent(&u.MaxInFlight, len(all), true)
 	if err != nil {
-		return false, 0, err
+		return false, false, 0, err
 	}
 	limit = max(limit, 1)
 	now := time.Now()
@@ -159,11 +160,14 @@ func (u *Upgrades) admit(ctx context.Context, key string) (bool, int, error) {
 		}
 		inFlight[k] = true
 	}
+	if inFlight[key] { // admitted before: its write is not in the cache yet
+		return true, false, limit, nil
+	}
 	if len(inFlight) >= limit {
-		return false, limit, nil
+		return false, false, limit, nil
 	}
 	u.admitted[key] = now
-	return true, limit, nil
+	return true, true, limit, nil
 }
 
 // release gives back an admission whose write failed.

@@ -13,7 +13,7 @@ import (
 // upgradePendingDesc: the workloads that run another confluxd image than the configured one,
 // counted from the cache at each scrape (so it is right whatever reconciled last).
 var upgradePendingDesc = prometheus.NewDesc("conflux_operator_upgrade_pending",
-	"Deployments and StatefulSets of the operator whose confluxd image is not the configured one yet (waiting for an upgrade wave, or for their own change with policy OnChange, or rolling).",
+	"Deployments and StatefulSets of the operator whose confluxd image is not the configured one yet (waiting for an upgrade wave, or for their own change with policy OnChange).",
 	[]string{"kind"}, nil)
 
 // currentUpgrades is the gate the collector reads (the last one SetupAll made: the tests
