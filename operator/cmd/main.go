@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	conflux "conflux.dev/operator/api/v1alpha1"
@@ -49,8 +48,16 @@ func main() {
 		statsInterval, certRefresh, unlinkTimeout                       time.Duration
 		edgeXDSAddr, edgeNodeID, clusterDomain                          string
 		edgeListenPort                                                  uint
+		metricsSecure                                                   bool
+		metricsCertDir, upgradePolicy, upgradeMaxInFlight               string
+		upgradeRecheck                                                  time.Duration
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", controller.DefaultMetricsAddr, "Address of the metrics endpoint; 0 disables it.")
+	flag.BoolVar(&metricsSecure, "metrics-secure", true, "Serve /metrics over HTTPS, to bearer tokens allowed to GET /metrics (TokenReview + SubjectAccessReview); false: plain HTTP, open.")
+	flag.StringVar(&metricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for the metrics endpoint; empty: a self-signed certificate made at start.")
+	flag.StringVar(&upgradePolicy, "upgrade-policy", string(controller.DefaultUpgradePolicy), "When running workloads take a new --confluxd-image: Waves (at most --upgrade-max-in-flight rolling at a time) or OnChange (only when their own spec changes).")
+	flag.StringVar(&upgradeMaxInFlight, "upgrade-max-in-flight", controller.DefaultUpgradeMaxInFlight, "With --upgrade-policy=Waves: how many workloads may run the new image without being Available yet; a number or a percentage of the operator's Deployments and StatefulSets (at least 1).")
+	flag.DurationVar(&upgradeRecheck, "upgrade-recheck-interval", controller.DefaultUpgradeRecheck, "How often an owner whose workload waits for an upgrade wave is reconciled again.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
 	flag.StringVar(&leaderElectionID, "leader-election-id", "conflux-operator.conflux.dev", "Name of the leader-election Lease.")
@@ -95,8 +102,20 @@ func main() {
 			maxConcurrent, apiQPS, apiBurst, unlinkTimeout)
 		os.Exit(2)
 	}
+	policy, err := controller.ParseUpgradePolicy(upgradePolicy)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "--upgrade-policy: %v\n", err)
+		os.Exit(2)
+	}
+	inFlight, err := controller.ParseMaxInFlight(upgradeMaxInFlight)
+	if err != nil || upgradeRecheck <= 0 {
+		fmt.Fprintf(os.Stderr, "--upgrade-max-in-flight=%s --upgrade-recheck-interval=%s: give a positive number or percentage and a positive duration (%v)\n",
+			upgradeMaxInFlight, upgradeRecheck, err)
+		os.Exit(2)
+	}
 	setup := controller.Config{Image: image, Spaces: spaces, Webhooks: enableWebhooks, StatsInterval: statsInterval,
-		MaxConcurrentReconciles: maxConcurrent, UnlinkTimeout: unlinkTimeout, Pods: pods.mustOptions()}
+		MaxConcurrentReconciles: maxConcurrent, UnlinkTimeout: unlinkTimeout, Pods: pods.mustOptions(),
+		Upgrade: controller.UpgradeConfig{Policy: policy, MaxInFlight: inFlight, Recheck: upgradeRecheck}}
 	if edgeXDSAddr != "" {
 		if edgeListenPort == 0 || edgeListenPort > 65535 {
 			fmt.Fprintf(os.Stderr, "--edge-listen-port=%d: give a port 1-65535\n", edgeListenPort)
@@ -105,7 +124,7 @@ func main() {
 		setup.Edge = &edge.Server{Addr: edgeXDSAddr, NodeID: edgeNodeID,
 			Options: edge.Options{ListenPort: uint32(edgeListenPort), ClusterDomain: clusterDomain}}
 	}
-	if err := run(log.V(0).Info, runConfig{metricsAddr, probeAddr, certDir, secretName, serviceName,
+	if err := run(log.V(0).Info, runConfig{metricsAddr, metricsCertDir, metricsSecure, probeAddr, certDir, secretName, serviceName,
 		mutating, validating, leaderElectionID, webhookPort, leaderElect, certRefresh, float32(apiQPS), apiBurst, setup}); err != nil {
 		log.Error(err, "operator failed")
 		os.Exit(1)
@@ -113,14 +132,16 @@ func main() {
 }
 
 type runConfig struct {
-	metricsAddr, probeAddr, certDir, secretName, serviceName string
-	mutating, validating, leaderElectionID                   string
-	webhookPort                                              int
-	leaderElect                                              bool
-	certRefresh                                              time.Duration
-	apiQPS                                                   float32
-	apiBurst                                                 int
-	setup                                                    controller.Config
+	metricsAddr, metricsCertDir                 string
+	metricsSecure                               bool
+	probeAddr, certDir, secretName, serviceName string
+	mutating, validating, leaderElectionID      string
+	webhookPort                                 int
+	leaderElect                                 bool
+	certRefresh                                 time.Duration
+	apiQPS                                      float32
+	apiBurst                                    int
+	setup                                       controller.Config
 }
 
 func run(info func(string, ...any), c runConfig) error {
@@ -152,7 +173,7 @@ func run(info func(string, ...any), c runConfig) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         controller.CacheOptions(),
-		Metrics:                       metricsserver.Options{BindAddress: c.metricsAddr, TLSOpts: []func(*tls.Config){disableHTTP2}},
+		Metrics:                       controller.MetricsOptions(c.metricsAddr, c.metricsSecure, c.metricsCertDir),
 		HealthProbeBindAddress:        c.probeAddr,
 		LeaderElection:                c.leaderElect,
 		LeaderElectionID:              c.leaderElectionID,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -59,6 +60,15 @@ type Config struct {
 	// Edge, when set, is the edge's xDS server (Addr, NodeID, Options filled in); SetupAll
 	// gives it the manager's cache, an event recorder and a logger and adds it to mgr.
 	Edge *edge.Server
+	// Upgrade: when running workloads take a new Image (zero fields: the defaults).
+	Upgrade UpgradeConfig
+}
+
+// UpgradeConfig is the upgrade policy of running workloads (docs/operator-reference.md#upgrades).
+type UpgradeConfig struct {
+	Policy      UpgradePolicy      // "": DefaultUpgradePolicy
+	MaxInFlight intstr.IntOrString // zero: DefaultUpgradeMaxInFlight
+	Recheck     time.Duration      // 0: DefaultUpgradeRecheck
 }
 
 // SetupAll registers the field indexes, every reconciler, the admission webhooks and the
@@ -70,7 +80,10 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, c Config) error {
 	}
 	rec := mgr.GetEventRecorderFor(EventSource)
 	opts := controller.Options{MaxConcurrentReconciles: max(c.MaxConcurrentReconciles, 1)}
-	spaceRec := &SpaceReconciler{Client: mgr.GetClient(), Recorder: rec, Image: image, ImagePullSecrets: c.Pods.ImagePullSecrets}
+	upgrades := NewUpgrades(mgr.GetClient(), rec, image, c.Upgrade)
+	publishUpgrades(upgrades)
+	spaceRec := &SpaceReconciler{Client: mgr.GetClient(), Recorder: rec, Image: image, ImagePullSecrets: c.Pods.ImagePullSecrets,
+		Upgrades: upgrades}
 	if c.Edge != nil {
 		changes := make(chan event.GenericEvent, 1024)
 		spaceRec.Edge, spaceRec.EdgeChanges = c.Edge, changes
@@ -94,7 +107,8 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, c Config) error {
 	if err := chRec.SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
-	if err := (&WorkflowReconciler{Client: mgr.GetClient(), Recorder: rec, Image: image, Pods: c.Pods}).SetupWithManager(mgr, opts); err != nil {
+	if err := (&WorkflowReconciler{Client: mgr.GetClient(), Recorder: rec, Image: image, Pods: c.Pods,
+		Upgrades: upgrades}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
 	if err := (&FabricReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, opts); err != nil {

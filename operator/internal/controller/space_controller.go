@@ -33,6 +33,8 @@ type SpaceReconciler struct {
 	Image string
 	// ImagePullSecrets (names) added to the space server pods.
 	ImagePullSecrets []string
+	// Upgrades: when a running StatefulSet takes a new Image (nil: at once).
+	Upgrades *Upgrades
 	// Edge, when the operator runs the edge: what it does with each Space (the Exposed
 	// condition). Nil: exposure is not served.
 	Edge ExposureView
@@ -57,6 +59,8 @@ type spaceScope struct {
 	exposureHolder             string
 	// released: the finalizer is gone, so is the object; no status to write.
 	released bool
+	// upgradeWaiting: the StatefulSet waits for an upgrade wave (reconcile again).
+	upgradeWaiting bool
 }
 
 // Only what the code does: the finalizer is patched, the status is patched, owned objects
@@ -114,6 +118,9 @@ func (r *SpaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res 
 	if err := kerrors.NewAggregate(errs); err != nil {
 		r.Recorder.Eventf(space, corev1.EventTypeWarning, conflux.ReasonReconcileError, "reconcile failed: %v", err)
 		return ctrl.Result{}, err
+	}
+	if s.upgradeWaiting {
+		return ctrl.Result{RequeueAfter: r.Upgrades.Recheck}, nil
 	}
 	return ctrl.Result{}, nil
 }

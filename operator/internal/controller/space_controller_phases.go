@@ -53,7 +53,7 @@ func (r *SpaceReconciler) reconcileService(ctx context.Context, s *spaceScope) (
 func (r *SpaceReconciler) reconcileStatefulSet(ctx context.Context, s *spaceScope) (bool, error) {
 	sp := s.space
 	key := client.ObjectKey{Namespace: sp.Namespace, Name: sp.Name}
-	sts, _, err := applyOwned(ctx, r.Client, key, func() *appsv1.StatefulSet { return &appsv1.StatefulSet{} }, func(sts *appsv1.StatefulSet) error {
+	sts, waiting, err := applyRolled(ctx, r.Client, r.Upgrades, sp, key, func() *appsv1.StatefulSet { return &appsv1.StatefulSet{} }, func(sts *appsv1.StatefulSet) error {
 		sts.Labels = managedLabels(spaceLabels(sp))
 		if sts.CreationTimestamp.IsZero() { // immutable fields: set once
 			sts.Spec.ServiceName = sp.Name
@@ -71,7 +71,7 @@ func (r *SpaceReconciler) reconcileStatefulSet(ctx context.Context, s *spaceScop
 	if err != nil {
 		return false, fmt.Errorf("statefulset %s: %w", key.Name, err)
 	}
-	s.statefulSet = sts
+	s.statefulSet, s.upgradeWaiting = sts, waiting
 	return false, nil
 }
 

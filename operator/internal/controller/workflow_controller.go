@@ -30,6 +30,8 @@ type WorkflowReconciler struct {
 	Image string
 	// Pods: the sidecar's resources and the image pull secrets added to every pod.
 	Pods PodOptions
+	// Upgrades: when a running workload takes a new Image (nil: at once).
+	Upgrades *Upgrades
 }
 
 // componentState is what one reconcile learned about a component.
@@ -59,6 +61,8 @@ type workflowScope struct {
 	finished bool
 	now      metav1.Time
 	err      error
+	// upgradeWaiting: a workload waits for an upgrade wave (reconcile again).
+	upgradeWaiting bool
 }
 
 // workflows/finalizers: the workloads' owner references block the Workflow's deletion
@@ -101,6 +105,9 @@ func (r *WorkflowReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 		if done {
 			break
 		}
+	}
+	if s.upgradeWaiting {
+		return ctrl.Result{RequeueAfter: r.Upgrades.Recheck}, nil
 	}
 	return ctrl.Result{}, nil
 }

@@ -154,7 +154,7 @@ func (r *WorkflowReconciler) applyWorkload(ctx context.Context, s *workflowScope
 		if err := r.applyHeadlessService(ctx, wf, key, labels, selector.MatchLabels); err != nil {
 			return nil, fmt.Errorf("headless service: %w", err)
 		}
-		sts, _, err := applyOwned(ctx, r.Client, key, func() *appsv1.StatefulSet { return &appsv1.StatefulSet{} }, func(sts *appsv1.StatefulSet) error {
+		sts, waiting, err := applyRolled(ctx, r.Client, r.Upgrades, wf, key, func() *appsv1.StatefulSet { return &appsv1.StatefulSet{} }, func(sts *appsv1.StatefulSet) error {
 			sts.Labels = labels
 			if sts.CreationTimestamp.IsZero() {
 				sts.Spec.Selector = selector
@@ -164,9 +164,10 @@ func (r *WorkflowReconciler) applyWorkload(ctx context.Context, s *workflowScope
 			sts.Spec.Template = tpl
 			return controllerutil.SetControllerReference(wf, sts, r.Scheme())
 		})
+		s.upgradeWaiting = s.upgradeWaiting || waiting
 		return sts, err
 	}
-	dep, _, err := applyOwned(ctx, r.Client, key, func() *appsv1.Deployment { return &appsv1.Deployment{} }, func(dep *appsv1.Deployment) error {
+	dep, waiting, err := applyRolled(ctx, r.Client, r.Upgrades, wf, key, func() *appsv1.Deployment { return &appsv1.Deployment{} }, func(dep *appsv1.Deployment) error {
 		dep.Labels = labels
 		if dep.CreationTimestamp.IsZero() {
 			dep.Spec.Selector = selector
@@ -175,6 +176,7 @@ func (r *WorkflowReconciler) applyWorkload(ctx context.Context, s *workflowScope
 		dep.Spec.Template = tpl
 		return controllerutil.SetControllerReference(wf, dep, r.Scheme())
 	})
+	s.upgradeWaiting = s.upgradeWaiting || waiting
 	return dep, err
 }
 

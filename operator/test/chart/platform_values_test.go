@@ -52,7 +52,9 @@ func TestPlatformValuesReachTheObjects(t *testing.T) {
 
 	sm := find(t, objs, "ServiceMonitor", "conflux")
 	g.Expect(sm.GetLabels()).To(HaveKeyWithValue("release", "prometheus"))
-	g.Expect(field(g, sm, "spec", "endpoints")).To(Equal([]any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "15s"}}))
+	g.Expect(field(g, sm, "spec", "endpoints")).To(Equal([]any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "15s",
+		"scheme": "https", "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+		"tlsConfig": map[string]any{"insecureSkipVerify": true}}}))
 	// It selects the Service that has the metrics port, and only that one.
 	for _, o := range objs {
 		if o.GetKind() != "Service" {
