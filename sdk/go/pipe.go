@@ -94,14 +94,58 @@ func (s *Space) Create(name string, appendMode bool) (*Writer, error) {
 
 // Attach opens pipe name for reading (pi_attach), from segment 0.
 func (s *Space) Attach(name string) (*Reader, error) {
+	return s.attach(name, "attach '"+name+"'", false, func(cn *C.char) (C.int, error) {
+		d, err := C.pi_attach(cn, s.d)
+		return d, err
+	})
+}
+
+// AttachNamed opens pipe name for reading under the durable cursor named cursor
+// (pi_attach_named): the reader starts at the cursor's acknowledged position (segment 0 for a
+// new cursor), which the space keeps beside the pipe across restarts of the reader and of the
+// space. Reader.Ack stores the reader's position. Delivery is at least once: segments read
+// and not acknowledged are read again by the cursor's next reader. A cursor name is 1..64
+// bytes of [A-Za-z0-9._-] starting with a letter or digit (EINVAL). Two readers under one
+// cursor at the same time read independently (the last Ack wins): to share the work, use
+// AttachGroup.
+func (s *Space) AttachNamed(name, cursor string) (*Reader, error) {
+	cc := C.CString(cursor)
+	defer C.free(unsafe.Pointer(cc))
+	return s.attach(name, "attach '"+name+"' as cursor '"+cursor+"'", false, func(cn *C.char) (C.int, error) {
+		d, err := C.pi_attach_named(cn, s.d, cc)
+		return d, err
+	})
+}
+
+// AttachGroup makes a reader of pipe name a member of the reader group named group
+// (pi_attach_group): the space hands each segment to one live member at a time (members may
+// be in any process), so the members together read the pipe once. Reader.Ack acknowledges
+// the segments this member read since its last Ack; an acknowledged segment is never handed
+// out again while the space runs. What a member read and did not acknowledge goes back to the
+// group when it closes, dies, or holds it for the group's ack wait (30 s) with no Ack or read:
+// its next Ack then fails with ESRCH and its next read joins the group again. A member holds
+// at most 64 segments read and not acknowledged (reads fail with ENOBUFS beyond: Ack first).
+// Reads give io.EOF once the pipe ended and every segment was handed out and none is held by
+// another member. Seek of a member fails with EINVAL. Group names follow cursor names' rules.
+func (s *Space) AttachGroup(name, group string) (*Reader, error) {
+	cg := C.CString(group)
+	defer C.free(unsafe.Pointer(cg))
+	return s.attach(name, "attach '"+name+"' to group '"+group+"'", true, func(cn *C.char) (C.int, error) {
+		d, err := C.pi_attach_group(cn, s.d, cg)
+		return d, err
+	})
+}
+
+// attach runs one of the pi_attach calls (call, on the locked thread) and tracks its reader.
+func (s *Space) attach(name, op string, group bool, call func(cn *C.char) (C.int, error)) (*Reader, error) {
 	cn := C.CString(name)
 	defer C.free(unsafe.Pointer(cn))
 	defer lock()()
-	d, err := C.pi_attach(cn, s.d)
+	d, err := call(cn)
 	if d < 0 {
-		return nil, libError("attach '"+name+"'", errnoOf(err))
+		return nil, libError(op, errnoOf(err))
 	}
-	r := &Reader{s: s, name: name, d: d, raw: make([]byte, 64<<10)}
+	r := &Reader{s: s, name: name, d: d, group: group, raw: make([]byte, 64<<10)}
 	s.track(r, true)
 	return r, nil
 }
@@ -242,6 +286,7 @@ type Reader struct {
 	s        *Space
 	name     string
 	d        C.int
+	group    bool // a member of a reader group (AttachGroup): no Seek
 	raw      []byte
 	typedCap int
 	typed    []uint64 // ReadEvents' landing buffer (8-byte aligned), reused by every call
@@ -315,8 +360,11 @@ func ReadEvents[T any](r *Reader, f *Format, timeout time.Duration) ([]T, error)
 		n, pos, err := r.readInto(base, r.typedCap, f.ptr, timeout)
 		if isErrno(err, syscall.EMSGSIZE) && r.typedCap < maxSegment {
 			// A typed read has consumed the too-large segment (sdk/README.md): go back to it.
-			if err := r.Seek(uint64(pos)); err != nil {
-				return nil, err
+			// A group member cannot seek; the data plane leaves the segment to it.
+			if !r.group {
+				if err := r.Seek(uint64(pos)); err != nil {
+					return nil, err
+				}
 			}
 			r.typedCap *= 8
 			continue
@@ -365,7 +413,25 @@ func (r *Reader) Stats() (ReaderStats, error) {
 		uint64(st.spilled), uint64(st.reconnects)}, nil
 }
 
-// Close detaches the reader (pi_detach).
+// Ack acknowledges what the reader read (pi_ack), once the space stored it. A reader of
+// AttachNamed: every segment read so far (cumulative: the cursor's position becomes Tell,
+// even backwards after a Seek). A member of AttachGroup: exactly the segments read since its
+// last Ack; ESRCH when the group had taken them back (they went to other members). EINVAL
+// for a reader of Attach; on another error (the space unreachable) nothing was stored: call
+// again.
+func (r *Reader) Ack() error {
+	if r.closed {
+		return &Error{"ack '" + r.name + "'", syscall.EBADF, "the reader is detached"}
+	}
+	defer lock()()
+	if rc, err := C.pi_ack(r.d); rc < 0 {
+		return libError("ack '"+r.name+"'", errnoOf(err))
+	}
+	return nil
+}
+
+// Close detaches the reader (pi_detach); a group member's unacknowledged segments go back to
+// the group at once.
 func (r *Reader) Close() error {
 	if r.closed {
 		return nil
