@@ -7,6 +7,10 @@
         with space.attach("results", dtype=mine) as r:   # pi_attach: a reader, any time
             r.seek(0); r.tell()
             for seg in r: ...                        # bytes / arrays in `mine`, until the end
+        with space.attach_named("results", "stage-a") as r:  # resumes after the last ack
+            for seg in r: handle(seg); r.ack()
+        with space.attach_group("jobs", "workers") as r:     # one member: a share of the work
+            for seg in r: handle(seg); r.ack()
 
 Typed segments are converted into the reader's dtype by field name, whatever the writer's
 dtype was. pi_write stores each format in the space's format service on its first use, so
@@ -60,6 +64,29 @@ class Space:
         """A reader of pipe `name` (pi_attach), from segment 0. With dtype (a structured
         dtype, a Format or a JSON schema) reads return arrays of it; without, bytes."""
         return Reader(self, name, dtype, format_name)
+
+    def attach_named(self, name, cursor, *, dtype=None, format_name="record"):
+        """A reader of pipe `name` under the durable cursor `cursor` (pi_attach_named): it
+        starts at the cursor's acknowledged position (segment 0 for a new cursor), which the
+        space keeps beside the pipe across restarts of readers and of the space; ack() stores
+        the position. At least once: what was read and not acknowledged is read again by the
+        cursor's next reader. Cursor names: 1..64 bytes of [A-Za-z0-9._-] starting with a
+        letter or digit (EINVAL). Readers under one cursor at the same time read
+        independently (the last ack wins): to share the work, attach_group."""
+        return Reader(self, name, dtype, format_name, cursor=cursor)
+
+    def attach_group(self, name, group, *, dtype=None, format_name="record"):
+        """A member of the reader group `group` of pipe `name` (pi_attach_group): the space
+        hands each segment to one live member at a time (in any process), so the members
+        together read the pipe once. ack() acknowledges the segments this member read since
+        its last ack; an acknowledged segment is never handed out again while the space runs.
+        What a member read and did not acknowledge goes back to the group when it closes,
+        dies or holds it for the ack wait (30 s) without ack() or read(): its next ack()
+        raises ESRCH and its next read() joins again. A member holds at most 64 segments
+        unacknowledged (read() raises ENOBUFS beyond: ack() first). read() gives None once
+        the pipe ended and every segment was handed out and none is held by another member;
+        seek() raises EINVAL. Group names follow cursor names' rules."""
+        return Reader(self, name, dtype, format_name, group=group)
 
     def unlink(self, name):
         """Removes the name (pi_unlink); EBUSY while a writer has it open."""
@@ -166,13 +193,22 @@ class Reader:
     iterate until the end. Segments the writer streams before read() is called buffer in
     the background (in memory, then in a spill file)."""
 
-    def __init__(self, space, name, dtype, format_name):
+    def __init__(self, space, name, dtype, format_name, *, cursor=None, group=None):
         self.space, self.name = space, name
+        self.cursor, self.group = cursor, group
         self.format = Format.of(dtype, format_name)
         if self.format is not None and self.format.dtype is None:
             raise TypeError(f"attach '{name}': format '{self.format.name}' has no numpy dtype "
                             f"(strings or variable arrays): attach without dtype and read bytes")
-        self._d = check_pi(lib.pi_attach(name.encode(), space._s), f"attach '{name}'")
+        if cursor is not None:
+            d = lib.pi_attach_named(name.encode(), space._s, cursor.encode())
+            what = f"attach '{name}' as cursor '{cursor}'"
+        elif group is not None:
+            d = lib.pi_attach_group(name.encode(), space._s, group.encode())
+            what = f"attach '{name}' to group '{group}'"
+        else:
+            d, what = lib.pi_attach(name.encode(), space._s), f"attach '{name}'"
+        self._d = check_pi(d, what)
         space._open.add(self)
         self._cap = 1 << 16 if self.format is None else max(1, (1 << 20) // self.format.size)
         self._buf = None
@@ -199,8 +235,9 @@ class Reader:
                 return None
             if err == _errno.EMSGSIZE and len(buf) < _MAX_RAW:
                 # The segment is larger than the buffer. A raw read leaves it in place; a
-                # typed one has consumed it (sdk/README.md), so go back to it first.
-                if self.format is not None:
+                # typed one has consumed it (sdk/README.md), so go back to it first (a group
+                # member cannot seek: the data plane leaves the segment to it).
+                if self.format is not None and self.group is None:
                     check_pi(lib.pi_seek(self._d, pos), f"read '{self.name}'")
                 self._cap = min(len(buf) * 8, _MAX_RAW)
                 continue
@@ -243,8 +280,20 @@ class Reader:
         return {k: int(getattr(st, k)) for k in ("from_space", "from_writer", "duplicates",
                                                   "spilled", "reconnects")}
 
+    def ack(self):
+        """Acknowledges what this reader read (pi_ack), once the space stored it. Under a
+        cursor (attach_named): every segment read so far (the cursor's position becomes
+        tell(), even backwards after a seek). A group member (attach_group): exactly the
+        segments read since its last ack; ESRCH when the group took them back (they went to
+        other members). EINVAL for a reader of attach(); any other error (the space
+        unreachable): nothing was stored, call again."""
+        if self._d is None:
+            raise Error(_errno.EBADF, f"ack '{self.name}': the reader is detached")
+        check_pi(lib.pi_ack(self._d), f"ack '{self.name}'")
+
     def close(self):
-        """Detaches (pi_detach). Idempotent."""
+        """Detaches (pi_detach); a group member's unacknowledged segments go back to the
+        group at once. Idempotent."""
         if self._d is None:
             return
         d, self._d = self._d, None
