@@ -43,6 +43,7 @@ struct sc_chan;
 
 struct sc_ctx {
     char addr[128];
+    char fabric[64], fabric_addr[256]; /* the sidecar runtime's, asked once at create */
     struct sc_chan *chans; /* closed with the context, as the embedded runtime does */
 };
 
@@ -826,6 +827,16 @@ int cx_sc_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx *
     if (!x)
         return cx_err_set(ENOMEM, "channel context");
     snprintf(x->addr, sizeof x->addr, "%.127s", rep.s);
+    char *fabric[2] = {x->fabric, x->fabric_addr};
+    size_t cap[2] = {sizeof x->fabric, sizeof x->fabric_addr};
+    for (int i = 0; i < 2; i++) {
+        struct cx_sc_req f = {.op = CX_SC_CTX_FABRIC, .a = {i}};
+        if ((rc = call(&f, NULL, &rep)) < 0) {
+            free(x);
+            return (int)rc;
+        }
+        snprintf(fabric[i], cap[i], "%s", rep.s);
+    }
     *out = (struct cx_chan_ctx *)x;
     return 0;
 }
@@ -833,6 +844,16 @@ int cx_sc_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx *
 const char *cx_sc_chan_ctx_addr(const struct cx_chan_ctx *ctx)
 {
     return ((const struct sc_ctx *)ctx)->addr;
+}
+
+const char *cx_sc_chan_ctx_fabric(const struct cx_chan_ctx *ctx)
+{
+    return ctx ? ((const struct sc_ctx *)ctx)->fabric : "";
+}
+
+const char *cx_sc_chan_ctx_fabric_addr(const struct cx_chan_ctx *ctx)
+{
+    return ctx ? ((const struct sc_ctx *)ctx)->fabric_addr : "";
 }
 
 /* The link the sidecar's runtime (the pod's) uses to reach addr. */

@@ -57,6 +57,8 @@ int cx_sc_pi_reader_stats(int d, struct pi_reader_stats *out);
  * the channel types so one header serves both modes ---- */
 int cx_sc_chan_ctx_create(const struct cx_chan_ctx_opts *o, struct cx_chan_ctx **out);
 const char *cx_sc_chan_ctx_addr(const struct cx_chan_ctx *ctx);
+const char *cx_sc_chan_ctx_fabric(const struct cx_chan_ctx *ctx);
+const char *cx_sc_chan_ctx_fabric_addr(const struct cx_chan_ctx *ctx);
 void cx_sc_chan_ctx_destroy(struct cx_chan_ctx *ctx);
 int cx_sc_chan_create(struct cx_chan_ctx *ctx, const struct cx_chan_opts *o, struct cx_chan **out);
 int cx_sc_chan_open(struct cx_chan_ctx *ctx, const char *id, int timeout_ms, struct cx_chan **out);

@@ -33,18 +33,3 @@ int cx_sc_pi_migrate_in(const void *blob, size_t len, int s)
     (void)blob, (void)len, (void)s;
     return pi_unrouted("pi_migrate_in");
 }
-
-
-const char *cx_sc_chan_ctx_fabric(const struct cx_chan_ctx *ctx)
-{
-    (void)ctx;
-    unrouted("cx_chan_ctx_fabric");
-    return "";
-}
-
-const char *cx_sc_chan_ctx_fabric_addr(const struct cx_chan_ctx *ctx)
-{
-    (void)ctx;
-    unrouted("cx_chan_ctx_fabric_addr");
-    return "";
-}

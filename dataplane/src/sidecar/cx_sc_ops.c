@@ -524,6 +524,9 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
     case CX_SC_CTX:
         set_str(rep, cx_chan_ctx_addr(sc->ctx));
         return 0;
+    case CX_SC_CTX_FABRIC:
+        set_str(rep, q->a[0] ? cx_chan_ctx_fabric_addr(sc->ctx) : cx_chan_ctx_fabric(sc->ctx));
+        return 0;
     case CX_SC_CTX_LINK: {
         char link[64];
         if ((rc = cx_chan_ctx_link(sc->ctx, q->s, link, sizeof link)) < 0)

@@ -75,7 +75,8 @@ enum cx_sc_conn { CX_SC_CONN_CALLS = 0, CX_SC_CONN_EVENTS = 1 };
     X(SINK_ERROR, 39, "chan_sink_error")      /* a0 sink -> s text */                        \
     X(CHAN_STATS, 40, "chan_stats")           /* a0 channel -> bulk struct cx_chan_stats */  \
     X(WAIT_MEMBERS, 41, "chan_wait_members")  /* a0 chan, a1 sources, a2 sinks, a3 timeout */ \
-    X(CTX_LINK, 42, "chan_ctx_link")          /* s a peer's address -> s the link to it */
+    X(CTX_LINK, 42, "chan_ctx_link")          /* s a peer's address -> s the link to it */   \
+    X(CTX_FABRIC, 43, "chan_ctx_fabric")      /* a0 0: the fabric, 1: its ucx address -> s */
 
 #define CX_SC_OP_ENUM(name, code, label) CX_SC_##name = code,
 enum cx_sc_op { CX_SC_OPS(CX_SC_OP_ENUM) CX_SC_OP_MAX };

@@ -3,7 +3,7 @@
  * with CONFLUX_TRANSPORT=rdma CONFLUX_FABRIC=fabric-a, C plain tcp. An application on B
  * creates a channel and sinks it; applications on A and C each submit events to it. Every
  * event arrives, and the sidecars' /metrics say which link carried them: ucx from A (same
- * fabric), tcp from C. */
+ * fabric), tcp from C. The applications see their sidecar's fabric (cx_chan_ctx_fabric). */
 #define _GNU_SOURCE
 #include "common/cx_error.h"
 #include "common/cx_test.h"
@@ -139,8 +139,9 @@ static void app_sink(const int idw[2], int donew)
     _exit(0);
 }
 
-/* On A or C: opens the channel by id, submits EVENTS, keeps it open until told to go. */
-static void app_source(const char *path, int idr, int gor)
+/* On A or C: opens the channel by id, submits EVENTS, keeps it open until told to go. The
+ * runtime's fabric, asked through the sidecar, is `fabric` (with a ucx address) or none. */
+static void app_source(const char *path, const char *fabric, int idr, int gor)
 {
     char id[256] = "";
     size_t n = 0;
@@ -152,7 +153,12 @@ static void app_source(const char *path, int idr, int gor)
     struct cx_chan_ctx *ctx;
     struct cx_chan *ch;
     struct cx_chan_source *s;
-    if (cx_sc_chan_ctx_create(NULL, &ctx) < 0 || cx_sc_chan_open(ctx, id, 10000, &ch) < 0 ||
+    if (cx_sc_chan_ctx_create(NULL, &ctx) < 0)
+        FAIL("ctx");
+    const char *fab = cx_sc_chan_ctx_fabric(ctx), *fab_addr = cx_sc_chan_ctx_fabric_addr(ctx);
+    if (strcmp(fab, fabric) != 0 || (*fabric ? strncmp(fab_addr, "ucx://", 6) != 0 : *fab_addr != 0))
+        FAIL("the sidecar's fabric is '%s' at '%s', want '%s'", fab, fab_addr, fabric);
+    if (cx_sc_chan_open(ctx, id, 10000, &ch) < 0 ||
         cx_sc_chan_wait_members(ch, 0, 1, 20000) < 0 || cx_sc_chan_source(ch, f, &s) < 0)
         FAIL("set-up on %s", id);
     for (int i = 0; i < EVENTS; i++) {
@@ -198,10 +204,10 @@ CX_TEST(sidecars_in_one_fabric_link_over_ucx_the_other_over_tcp)
         app_sink((int[2]){ida[1], idc[1]}, donep[1]);
     pid_t sa = fork();
     if (sa == 0)
-        app_source(sock[0], ida[0], gop[0]);
+        app_source(sock[0], "fabric-a", ida[0], gop[0]);
     pid_t sc = fork();
     if (sc == 0)
-        app_source(sock[2], idc[0], gop[0]);
+        app_source(sock[2], "", idc[0], gop[0]);
     struct pollfd pf = {.fd = donep[0], .events = POLLIN};
     char b = 0;
     int done = poll(&pf, 1, 90000) == 1 && read(donep[0], &b, 1) == 1 && b == 'd';
