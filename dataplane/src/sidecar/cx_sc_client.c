@@ -705,6 +705,23 @@ int cx_sc_pi_close(int d)
     return rc;
 }
 
+/* Every writer's streamed pi_writes run first; their first error is the call's. */
+int cx_sc_pi_shutdown(void)
+{
+    flush_submits();
+    pthread_mutex_lock(&g.mu);
+    int werr = 0;
+    for (size_t i = 0; i < g.nwrs && !werr; i++)
+        werr = g.wrs[i].err;
+    g.nwrs = 0; /* every descriptor is invalid afterwards */
+    pthread_mutex_unlock(&g.mu);
+    struct cx_sc_rep rep;
+    int rc = simple(CX_SC_PI_SHUTDOWN, 0, 0, NULL, &rep);
+    if (werr < 0)
+        return pi_err(cx_err_set(-werr, "an earlier pi_write failed in the sidecar: %s", strerror(-werr)));
+    return rc;
+}
+
 int cx_sc_pi_abandon(int d)
 {
     int werr = writer_sync(d, 1); /* the handle is released all the same */

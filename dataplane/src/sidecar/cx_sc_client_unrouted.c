@@ -19,9 +19,6 @@ static int pi_unrouted(const char *call)
     return -1;
 }
 
-int cx_sc_pi_shutdown(void) { return pi_unrouted("pi_shutdown"); }
-
-
 long cx_sc_pi_migrate_out(int d, int hold_ms, void *blob, size_t cap)
 {
     (void)d, (void)hold_ms, (void)blob, (void)cap;

@@ -151,6 +151,34 @@ void cx__sc_session_close_all(struct cx_sidecar *sc, uint64_t id)
     }
 }
 
+/* pi_shutdown for one application: its readers detached, its writers closed as pi_close
+ * does (waiting for the space's acknowledgements), then its spaces; the sidecar's runtime
+ * goes on for the pod's other applications. 0, or the first error (the rest still closed). */
+static int session_pipes_shutdown(struct cx_sidecar *sc, uint64_t id)
+{
+    static const enum sc_kind order[] = {H_READER, H_WRITER, H_SPACE};
+    int first = 0;
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++)
+        for (;;) {
+            struct sc_handle h = {0};
+            pthread_mutex_lock(&sc->mu);
+            for (size_t i = 0; i < sc->nh; i++)
+                if (sc->h[i].kind == order[k] && sc->h[i].session == id) {
+                    h = sc->h[i];
+                    memset(&sc->h[i], 0, sizeof sc->h[i]);
+                    break;
+                }
+            pthread_mutex_unlock(&sc->mu);
+            if (h.kind == H_FREE)
+                break;
+            errno = 0;
+            int rc = h.kind == H_READER ? pi_detach(h.d) : h.kind == H_WRITER ? pi_close(h.d) : pi_space_close(h.d);
+            if (rc < 0 && !first)
+                first = -(errno ? errno : EIO);
+        }
+    return first;
+}
+
 /* ---- helpers ---- */
 
 static int pi_rc(long rc) { return rc < 0 ? -(errno ? errno : EIO) : 0; }
@@ -459,6 +487,8 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
             return rc;
         errno = 0;
         return pi_rc(q->op == CX_SC_PI_CLOSE ? pi_close(h.d) : pi_detach(h.d));
+    case CX_SC_PI_SHUTDOWN:
+        return session_pipes_shutdown(sc, c->sess->id);
     case CX_SC_PI_ABANDON:
         if ((rc = h_del(c, q->a[0], H_WRITER, &h)) < 0)
             return rc;

@@ -62,6 +62,7 @@ enum cx_sc_conn { CX_SC_CONN_CALLS = 0, CX_SC_CONN_EVENTS = 1 };
     X(PI_ATTACH_NAMED, 25, "pi_attach_named") /* s name+cursor, a0 space, a1 name's length */ \
     X(PI_ACK, 26, "pi_ack")                   /* a0 d */                                     \
     X(PI_ATTACH_GROUP, 27, "pi_attach_group") /* s name+group, a0 space, a1 name's length */ \
+    X(PI_SHUTDOWN, 28, "pi_shutdown")         /* the application's pipes and spaces closed */ \
     /* channels (../channel/cx_chan.h); handles are the sidecar's */                         \
     X(CTX, 30, "chan_ctx")                    /* -> s the sidecar's channel address */       \
     X(CHAN_CREATE, 31, "chan_create")         /* a0 token, a1 mode, a2 queue -> a0, s id */  \

@@ -504,6 +504,50 @@ CX_TEST(errors_come_back_and_a_gone_application_leaves_nothing)
     CX_CHECK(metric(body, "conflux_sidecar_request_errors_total{op=\"pi_create\"}") >= 2);
 }
 
+/* pi_shutdown through a sidecar: the application's writer is closed (ended, not abandoned:
+ * a reader sees its segments, then the end), its descriptors are invalid, and it can open
+ * pipes again. */
+static void app_shutdown(void)
+{
+    if (cx_sc_connect(E.sock_a) < 0)
+        FAIL("connect");
+    int s = cx_sc_pi_space_open(E.space_addr, NULL);
+    int w = s >= 0 ? cx_sc_pi_create("sc-shut", s, PI_CREATE) : -1;
+    if (w < 0)
+        FAIL("open");
+    for (int i = 0; i < 5; i++)
+        if (cx_sc_pi_write(w, "segment", 7, NULL) != 7)
+            FAIL("write %d", i);
+    if (cx_sc_pi_shutdown() != 0)
+        FAIL("pi_shutdown");
+    errno = 0;
+    if (cx_sc_pi_write(w, "x", 1, NULL) != -1 || errno != EBADF)
+        FAIL("a write after pi_shutdown gave errno %d", errno);
+    s = cx_sc_pi_space_open(E.space_addr, NULL);
+    int r = s >= 0 ? cx_sc_pi_attach("sc-shut", s) : -1;
+    if (r < 0)
+        FAIL("open again");
+    char b[16];
+    for (int i = 0; i < 5; i++)
+        if (cx_sc_pi_read_timeout(r, b, sizeof b, NULL, 10000) != 7)
+            FAIL("read %d", i);
+    errno = 0;
+    if (cx_sc_pi_read_timeout(r, b, sizeof b, NULL, 10000) != -1 || errno != EPIPE)
+        FAIL("the end after 5 segments: errno %d", errno);
+    _exit(0);
+}
+
+CX_TEST(pi_shutdown_closes_the_applications_pipes)
+{
+    if (access(CONFLUXD, X_OK) != 0)
+        CX_SKIP("%s is not built", CONFLUXD);
+    CX_CHECK_EQ_INT(env_up(), 0);
+    pid_t a = fork();
+    if (a == 0)
+        app_shutdown();
+    CX_CHECK_EQ_INT(wait_child(a, 30), 0);
+}
+
 CX_TEST(teardown)
 {
     if (E_up <= 0)
