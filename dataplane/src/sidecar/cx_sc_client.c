@@ -705,6 +705,50 @@ int cx_sc_pi_close(int d)
     return rc;
 }
 
+struct blob_out {
+    void *p;
+    size_t cap, len;
+};
+
+static void take_blob(void *arg, const void *src, size_t len)
+{
+    struct blob_out *o = arg;
+    o->len = len;
+    if (len <= o->cap)
+        memcpy(o->p, src, len);
+}
+
+long cx_sc_pi_migrate_out(int d, int hold_ms, void *blob, size_t cap)
+{
+    int werr = writer_sync(d, 0); /* the sidecar must have written what the app wrote */
+    if (werr < 0)
+        return pi_err(cx_err_set(-werr, "an earlier pi_write failed in the sidecar: %s", strerror(-werr)));
+    if (!blob)
+        return pi_err(cx_err_set(EINVAL, "pi_migrate_out: blob is NULL"));
+    struct cx_sc_req q = {.op = CX_SC_PI_MIGRATE_OUT, .a = {d, hold_ms, (int64_t)cap}};
+    struct cx_sc_rep rep;
+    struct blob_out o = {.p = blob, .cap = cap};
+    struct bulk b = {.take = take_blob, .take_arg = &o};
+    int64_t rc = call(&q, &b, &rep);
+    if (rc < 0)
+        return pi_err(rc);
+    writer_sync(d, 1); /* the descriptor is released */
+    if (o.len > cap) /* the sidecar was given cap, so only a protocol fault lands here */
+        return pi_err(cx_err_set(EPROTO, "pi_migrate_out: a %zu-byte blob for %zu bytes", o.len, cap));
+    return (long)o.len;
+}
+
+int cx_sc_pi_migrate_in(const void *blob, size_t len, int s)
+{
+    if (!blob || !len || len > PI_MIGRATE_MAX)
+        return pi_err(cx_err_set(EINVAL, "pi_migrate_in: a blob of %zu bytes (1..%d)", blob ? len : 0, PI_MIGRATE_MAX));
+    struct cx_sc_req q = {.op = CX_SC_PI_MIGRATE_IN, .a = {s}};
+    struct cx_sc_rep rep;
+    struct bulk b = {.fill = fill_copy, .fill_arg = (void *)blob, .len = len};
+    int64_t rc = call(&q, &b, &rep);
+    return rc < 0 ? pi_err(rc) : (int)rc;
+}
+
 /* Every writer's streamed pi_writes run first; their first error is the call's. */
 int cx_sc_pi_shutdown(void)
 {

@@ -487,6 +487,37 @@ static int do_call(struct sc_conn *c, const struct cx_sc_req *q, void *bulk, siz
             return rc;
         errno = 0;
         return pi_rc(q->op == CX_SC_PI_CLOSE ? pi_close(h.d) : pi_detach(h.d));
+    case CX_SC_PI_MIGRATE_OUT: {
+        uint8_t blob[PI_MIGRATE_MAX];
+        if ((rc = h_get2(c, q->a[0], H_READER, H_WRITER, &h)) < 0)
+            return rc;
+        size_t cap = q->a[2] > 0 && (uint64_t)q->a[2] < sizeof blob ? (size_t)q->a[2] : sizeof blob;
+        errno = 0;
+        long n = pi_migrate_out(h.d, (int)q->a[1], blob, cap); /* fails with the end intact */
+        if (n < 0)
+            return pi_rc(n);
+        h_del(c, q->a[0], h.kind, &h); /* released: the blob is the end now */
+        if ((rc = bulk_out(c, rep, blob, (size_t)n)) < 0)
+            return rc;
+        return (int)(rep->rc = n);
+    }
+    case CX_SC_PI_MIGRATE_IN: {
+        struct sc_handle sp;
+        if ((rc = h_get(c, q->a[0], H_SPACE, &sp)) < 0)
+            return rc;
+        errno = 0;
+        h.d = pi_migrate_in(bulk, blen, sp.d); /* checks the blob: magic, kind, checksum */
+        if (h.d < 0)
+            return pi_rc(-1);
+        const uint8_t *b = bulk; /* valid now: byte 5 the kind, 7 the name's length, 40 the name */
+        h.kind = b[5] == 2 ? H_WRITER : H_READER;
+        snprintf(h.name, sizeof h.name, "%.*s", (int)b[7], (const char *)b + 40);
+        memcpy(h.space, sp.name, sizeof h.space);
+        int64_t id = h_add(sc, &h);
+        if (id < 0)
+            close_handle(&h);
+        return (int)(rep->rc = id);
+    }
     case CX_SC_PI_SHUTDOWN:
         return session_pipes_shutdown(sc, c->sess->id);
     case CX_SC_PI_ABANDON:

@@ -63,6 +63,7 @@ enum cx_sc_conn { CX_SC_CONN_CALLS = 0, CX_SC_CONN_EVENTS = 1 };
     X(PI_ACK, 26, "pi_ack")                   /* a0 d */                                     \
     X(PI_ATTACH_GROUP, 27, "pi_attach_group") /* s name+group, a0 space, a1 name's length */ \
     X(PI_SHUTDOWN, 28, "pi_shutdown")         /* the application's pipes and spaces closed */ \
+    X(PI_MIGRATE_OUT, 29, "pi_migrate_out")   /* a0 d, a1 hold_ms, a2 cap -> bulk blob */    \
     /* channels (../channel/cx_chan.h); handles are the sidecar's */                         \
     X(CTX, 30, "chan_ctx")                    /* -> s the sidecar's channel address */       \
     X(CHAN_CREATE, 31, "chan_create")         /* a0 token, a1 mode, a2 queue -> a0, s id */  \
@@ -77,7 +78,9 @@ enum cx_sc_conn { CX_SC_CONN_CALLS = 0, CX_SC_CONN_EVENTS = 1 };
     X(CHAN_STATS, 40, "chan_stats")           /* a0 channel -> bulk struct cx_chan_stats */  \
     X(WAIT_MEMBERS, 41, "chan_wait_members")  /* a0 chan, a1 sources, a2 sinks, a3 timeout */ \
     X(CTX_LINK, 42, "chan_ctx_link")          /* s a peer's address -> s the link to it */   \
-    X(CTX_FABRIC, 43, "chan_ctx_fabric")      /* a0 0: the fabric, 1: its ucx address -> s */
+    X(CTX_FABRIC, 43, "chan_ctx_fabric")      /* a0 0: the fabric, 1: its ucx address -> s */ \
+    /* pipes, continued (codes 10..29 are taken; the last row's code sets CX_SC_OP_MAX) */   \
+    X(PI_MIGRATE_IN, 50, "pi_migrate_in")     /* a0 space; bulk blob -> rc d */
 
 #define CX_SC_OP_ENUM(name, code, label) CX_SC_##name = code,
 enum cx_sc_op { CX_SC_OPS(CX_SC_OP_ENUM) CX_SC_OP_MAX };

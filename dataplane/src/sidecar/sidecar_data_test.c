@@ -548,6 +548,74 @@ CX_TEST(pi_shutdown_closes_the_applications_pipes)
     CX_CHECK_EQ_INT(wait_child(a, 30), 0);
 }
 
+/* pi_migrate through sidecars (Figure 7 across pods): a reader on sidecar a reads 3 of 6
+ * segments and migrates out; the blob goes to an application of sidecar b, which migrates
+ * in and reads the other 3, then the end. A blob that was tampered with is refused. */
+static void app_migrate(void)
+{
+    if (cx_sc_connect(E.sock_a) < 0)
+        FAIL("connect a");
+    int s = cx_sc_pi_space_open(E.space_addr, NULL);
+    int w = s >= 0 ? cx_sc_pi_create("sc-mig", s, PI_CREATE) : -1;
+    int r = s >= 0 ? cx_sc_pi_attach("sc-mig", s) : -1;
+    if (w < 0 || r < 0)
+        FAIL("open");
+    char b[16];
+    for (int i = 0; i < 6; i++) {
+        snprintf(b, sizeof b, "seg-%d", i);
+        if (cx_sc_pi_write(w, b, 6, NULL) != 6)
+            FAIL("write %d", i);
+    }
+    if (cx_sc_pi_close(w) != 0)
+        FAIL("close");
+    for (int i = 0; i < 3; i++)
+        if (cx_sc_pi_read_timeout(r, b, sizeof b, NULL, 10000) != 6 || b[4] != '0' + i)
+            FAIL("read %d before", i);
+    uint8_t blob[PI_MIGRATE_MAX];
+    errno = 0;
+    if (cx_sc_pi_migrate_out(r, 5000, blob, 8) != -1 || errno != EMSGSIZE) /* the end stays */
+        FAIL("a blob too small: errno %d", errno);
+    long n = cx_sc_pi_migrate_out(r, 5000, blob, sizeof blob);
+    if (n <= 0)
+        FAIL("migrate out");
+    errno = 0;
+    if (cx_sc_pi_read_timeout(r, b, sizeof b, NULL, 100) != -1 || errno != EBADF)
+        FAIL("the old descriptor after migrating: errno %d", errno);
+    pid_t p = fork();
+    if (p == 0) { /* another application, on another sidecar */
+        if (cx_sc_connect(E.sock_b) < 0)
+            FAIL("connect b");
+        int s2 = cx_sc_pi_space_open(E.space_addr, NULL);
+        blob[n - 1] ^= 0xff;
+        errno = 0;
+        if (cx_sc_pi_migrate_in(blob, (size_t)n, s2) != -1 || errno != EBADMSG)
+            FAIL("a damaged blob: errno %d", errno);
+        blob[n - 1] ^= 0xff;
+        int r2 = cx_sc_pi_migrate_in(blob, (size_t)n, s2);
+        if (r2 < 0)
+            FAIL("migrate in");
+        for (int i = 3; i < 6; i++)
+            if (cx_sc_pi_read_timeout(r2, b, sizeof b, NULL, 10000) != 6 || b[4] != '0' + i)
+                FAIL("read %d after", i);
+        errno = 0;
+        if (cx_sc_pi_read_timeout(r2, b, sizeof b, NULL, 10000) != -1 || errno != EPIPE)
+            FAIL("the end: errno %d", errno);
+        _exit(0);
+    }
+    _exit(wait_child(p, 30));
+}
+
+CX_TEST(a_reader_migrates_between_sidecars)
+{
+    if (access(CONFLUXD, X_OK) != 0)
+        CX_SKIP("%s is not built", CONFLUXD);
+    CX_CHECK_EQ_INT(env_up(), 0);
+    pid_t a = fork();
+    if (a == 0)
+        app_migrate();
+    CX_CHECK_EQ_INT(wait_child(a, 60), 0);
+}
+
 CX_TEST(teardown)
 {
     if (E_up <= 0)
