@@ -30,11 +30,8 @@
 #define SEG_BYTES 24
 #define HOLD 3       /* segments the doomed member reads and never acknowledges */
 
-struct env {
-    struct proc space, sc;
-    char dir[64], space_addr[64], sock[128];
-};
-static struct env E;
+#include "pipe_apps_testutil.h" /* after SEG_BYTES */
+
 static int E_up;
 
 /* What the children tell the parent. */
@@ -49,70 +46,18 @@ struct shared {
 };
 static struct shared *SH;
 
-static int space_start(const char *listen)
-{
-    char dirarg[128], lis[96];
-    snprintf(dirarg, sizeof dirarg, "--dir=%s/space", E.dir);
-    snprintf(lis, sizeof lis, "--listen=%s", listen);
-    const char *args[] = {"--role=space", dirarg, lis, "--no-udp", "--fsync=none", "--quiet", NULL};
-    return proc_start(&E.space, args, 0);
-}
-
 static int env_up(void)
 {
     if (E_up)
         return E_up > 0 ? 0 : -1;
     E_up = -1;
-    snprintf(E.dir, sizeof E.dir, "/tmp/cx-group-XXXXXX");
-    if (!mkdtemp(E.dir) || space_start("tcp://127.0.0.1:0") < 0)
-        return -1;
-    word(E.space.line, 1, E.space_addr, sizeof E.space_addr);
-    snprintf(E.sock, sizeof E.sock, "%s/sc.sock", E.dir);
-    char sockarg[160], spacearg[96];
-    snprintf(sockarg, sizeof sockarg, "--socket=%s", E.sock);
-    snprintf(spacearg, sizeof spacearg, "--space=%s", E.space_addr);
-    const char *args[] = {"--role=sidecar", sockarg, "--no-http", spacearg,
-                          "--listen=tcp://127.0.0.1:0", "--ring-size=1M", "--quiet", NULL};
-    if (proc_start(&E.sc, args, 1) < 0)
+    if (apps_env_up("/tmp/cx-group-XXXXXX") < 0)
         return -1;
     SH = mmap(NULL, sizeof *SH, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (SH == MAP_FAILED)
         return -1;
     E_up = 1;
     return 0;
-}
-
-#define FAIL(...) do { fprintf(stderr, "  app %d: ", (int)getpid()); fprintf(stderr, __VA_ARGS__); \
-                       fprintf(stderr, " (%s)\n", cx_errmsg()); _exit(1); } while (0)
-
-static void seg_fill(uint8_t *b, uint64_t id)
-{
-    memcpy(b, &id, 8);
-    for (int k = 8; k < SEG_BYTES; k++)
-        b[k] = (uint8_t)(id * 5 + (uint64_t)k);
-}
-
-static int64_t seg_check(const uint8_t *b, long len)
-{
-    uint64_t id;
-    if (len != SEG_BYTES)
-        return -1;
-    memcpy(&id, b, 8);
-    for (int k = 8; k < SEG_BYTES; k++)
-        if (b[k] != (uint8_t)(id * 5 + (uint64_t)k))
-            return -1;
-    return (int64_t)id;
-}
-
-static int app_space(int sidecar)
-{
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (sidecar && cx_sc_connect(E.sock) < 0)
-        FAIL("connect to the sidecar at %s", E.sock);
-    int s = pi_space_open(E.space_addr, NULL);
-    if (s < 0)
-        FAIL("pi_space_open %s", E.space_addr);
-    return s;
 }
 
 static void app_writer(int sidecar, const char *name, long n, int pace_us)
@@ -417,7 +362,7 @@ static void run_join_leave_restart(int sidecar, int *cx_failed, int *cx_skipped)
     CX_CHECK_EQ_INT(wait_child(p, 120), 0);
     CX_CHECK_EQ_INT(stat_has(name, "rs", 12, 0), 0);
     CX_CHECK_EQ_INT(proc_stop(&E.space, SIGKILL), 128 + SIGKILL);
-    CX_CHECK_EQ_INT(space_start(E.space_addr), 0);
+    CX_CHECK_EQ_INT(apps_space_start(E.space_addr), 0);
     CX_CHECK_EQ_INT(stat_has(name, "rs", 12, 0), 0);
     p = fork();
     if (p == 0)
@@ -434,7 +379,7 @@ static void run_join_leave_restart(int sidecar, int *cx_failed, int *cx_skipped)
         usleep(1000);
     CX_CHECK_EQ_INT(atomic_load(&SH->phase), 1);
     CX_CHECK_EQ_INT(proc_stop(&E.space, SIGKILL), 128 + SIGKILL);
-    CX_CHECK_EQ_INT(space_start(E.space_addr), 0);
+    CX_CHECK_EQ_INT(apps_space_start(E.space_addr), 0);
     atomic_store(&SH->phase, 2);
     CX_CHECK_EQ_INT(wait_child(p, 120), 0);
     CX_CHECK_EQ_INT(stat_has(name, "lr", 40, 0), 0);

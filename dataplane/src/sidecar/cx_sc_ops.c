@@ -125,23 +125,29 @@ static void close_children(struct cx_sidecar *sc, uint64_t session, int64_t chan
     }
 }
 
+/* Takes one handle of kind owned by session `id` out of the table into *h: 1, or 0 when
+ * the session has none left. */
+static int take_session_handle(struct cx_sidecar *sc, uint64_t id, enum sc_kind kind, struct sc_handle *h)
+{
+    int found = 0;
+    pthread_mutex_lock(&sc->mu);
+    for (size_t i = 0; i < sc->nh && !found; i++)
+        if (sc->h[i].kind == kind && sc->h[i].session == id) {
+            *h = sc->h[i];
+            memset(&sc->h[i], 0, sizeof sc->h[i]);
+            found = 1;
+        }
+    pthread_mutex_unlock(&sc->mu);
+    return found;
+}
+
 void cx__sc_session_close_all(struct cx_sidecar *sc, uint64_t id)
 {
     /* in dependency order: sinks and sources before their channels, pipes before spaces */
     static const enum sc_kind order[] = {H_SINK, H_SOURCE, H_CHAN, H_READER, H_WRITER, H_SPACE};
+    struct sc_handle h;
     for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
-        for (;;) {
-            struct sc_handle h = {0};
-            pthread_mutex_lock(&sc->mu);
-            for (size_t i = 0; i < sc->nh; i++)
-                if (sc->h[i].kind == order[k] && sc->h[i].session == id) {
-                    h = sc->h[i];
-                    memset(&sc->h[i], 0, sizeof sc->h[i]);
-                    break;
-                }
-            pthread_mutex_unlock(&sc->mu);
-            if (h.kind == H_FREE)
-                break;
+        while (take_session_handle(sc, id, order[k], &h)) {
             if (h.kind == H_WRITER)
                 cx_sc_log("warn", "application left a pipe open for writing: abandoning it (not "
                           "ended; a writer opened with PI_APPEND continues it)", "\"pipe\":%s",
@@ -158,19 +164,9 @@ static int session_pipes_shutdown(struct cx_sidecar *sc, uint64_t id)
 {
     static const enum sc_kind order[] = {H_READER, H_WRITER, H_SPACE};
     int first = 0;
+    struct sc_handle h;
     for (size_t k = 0; k < sizeof order / sizeof order[0]; k++)
-        for (;;) {
-            struct sc_handle h = {0};
-            pthread_mutex_lock(&sc->mu);
-            for (size_t i = 0; i < sc->nh; i++)
-                if (sc->h[i].kind == order[k] && sc->h[i].session == id) {
-                    h = sc->h[i];
-                    memset(&sc->h[i], 0, sizeof sc->h[i]);
-                    break;
-                }
-            pthread_mutex_unlock(&sc->mu);
-            if (h.kind == H_FREE)
-                break;
+        while (take_session_handle(sc, id, order[k], &h)) {
             errno = 0;
             int rc = h.kind == H_READER ? pi_detach(h.d) : h.kind == H_WRITER ? pi_close(h.d) : pi_space_close(h.d);
             if (rc < 0 && !first)
