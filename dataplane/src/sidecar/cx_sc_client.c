@@ -487,36 +487,33 @@ int cx_sc_pi_attach(const char *name, int s)
     return simple(CX_SC_PI_ATTACH, s, 0, name, &rep);
 }
 
-int cx_sc_pi_attach_named(const char *name, int s, const char *cursor)
+/* An attach that names a second thing after the pipe (a cursor, a group): both names in
+ * the request's string, the pipe's length in a1 (the sidecar splits them there). */
+static int attach_two_names(uint32_t op, const char *call_name, const char *what, const char *name,
+                            int s, const char *second)
 {
-    if (!name || !cursor)
-        return pi_err(cx_err_set(EINVAL, "pi_attach_named: %s missing", name ? "cursor name" : "pipe name"));
-    size_t n = strlen(name), m = strlen(cursor);
+    if (!name || !second)
+        return pi_err(cx_err_set(EINVAL, "%s: %s missing", call_name, name ? what : "pipe name"));
+    size_t n = strlen(name), m = strlen(second);
     if (n + m >= CX_SC_STR_MAX)
-        return pi_err(cx_err_set(ENAMETOOLONG, "pi_attach_named: names of %zu and %zu bytes", n, m));
-    struct cx_sc_req q = {.op = CX_SC_PI_ATTACH_NAMED, .a = {s, (int64_t)n}};
+        return pi_err(cx_err_set(ENAMETOOLONG, "%s: names of %zu and %zu bytes", call_name, n, m));
+    struct cx_sc_req q = {.op = op, .a = {s, (int64_t)n}};
     memcpy(q.s, name, n);
-    memcpy(q.s + n, cursor, m);
+    memcpy(q.s + n, second, m);
     q.slen = (uint32_t)(n + m);
     struct cx_sc_rep rep;
     int64_t rc = call(&q, NULL, &rep);
     return rc < 0 ? pi_err(rc) : (int)rc;
 }
 
+int cx_sc_pi_attach_named(const char *name, int s, const char *cursor)
+{
+    return attach_two_names(CX_SC_PI_ATTACH_NAMED, "pi_attach_named", "cursor name", name, s, cursor);
+}
+
 int cx_sc_pi_attach_group(const char *name, int s, const char *group)
 {
-    if (!name || !group)
-        return pi_err(cx_err_set(EINVAL, "pi_attach_group: %s missing", name ? "group name" : "pipe name"));
-    size_t n = strlen(name), m = strlen(group);
-    if (n + m >= CX_SC_STR_MAX)
-        return pi_err(cx_err_set(ENAMETOOLONG, "pi_attach_group: names of %zu and %zu bytes", n, m));
-    struct cx_sc_req q = {.op = CX_SC_PI_ATTACH_GROUP, .a = {s, (int64_t)n}};
-    memcpy(q.s, name, n);
-    memcpy(q.s + n, group, m);
-    q.slen = (uint32_t)(n + m);
-    struct cx_sc_rep rep;
-    int64_t rc = call(&q, NULL, &rep);
-    return rc < 0 ? pi_err(rc) : (int)rc;
+    return attach_two_names(CX_SC_PI_ATTACH_GROUP, "pi_attach_group", "group name", name, s, group);
 }
 
 int cx_sc_pi_ack(int d)
